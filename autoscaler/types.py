@@ -1,0 +1,102 @@
+"""Inputs and outputs of every autoscaler (ours and the peer baselines)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+# Decider memory between ticks, threaded explicitly (Ray Serve's ``policy_state``): the
+# previous state comes in, a new one goes out, never mutated in place. JSON-serialisable so
+# the daemon can persist it and restore it after a restart (SkyPilot dump_dynamic_states).
+State = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MetricsSample:
+    """Load observed over one scrape interval ending at ``t`` (seconds)."""
+
+    t: float
+    arrival_rate: float  # requests/s arriving
+    in_flight: float  # requests being served, averaged over the interval
+    queue_depth: float  # requests waiting for a slot (includes those waiting for a replica)
+    tokens_per_s: float | None = None  # generated tokens/s, where known
+
+
+@dataclass(frozen=True)
+class MetricsWindow:
+    """Recent samples, oldest first. Their times are <= the decision's ``now``."""
+
+    samples: tuple[MetricsSample, ...]
+
+    def since(self, t0: float) -> tuple[MetricsSample, ...]:
+        return tuple(s for s in self.samples if s.t > t0)
+
+
+@dataclass(frozen=True)
+class NoData:
+    """Metrics are missing or stale. Never read as zero load: the decision holds scale."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    ready: int = 0  # serving
+    starting: int = 0  # node running, model loading
+    provisioning: int = 0  # intent recorded / cloud creating the node
+    draining: int = 0  # leaving; not counted as capacity
+
+    @property
+    def live(self) -> int:
+        """Replicas that are serving or on their way to serving."""
+        return self.ready + self.starting + self.provisioning
+
+
+@dataclass(frozen=True)
+class ScalingSpec:
+    """What the autoscaler needs of a model's policy, in plain units (seconds, per replica).
+
+    ``target_per_replica`` is the load one replica should carry in ``metric`` units
+    (in-flight requests for concurrency, tokens/s for tokens_per_s), i.e. the shape's
+    capacity times the policy's target utilization."""
+
+    min_replicas: int
+    max_replicas: int
+    target_per_replica: float
+    metric: Literal["concurrency", "tokens_per_s"] = "concurrency"
+    max_concurrency_per_replica: float = 1.0  # hard slot count of one replica
+    latency_slo_s: float = 2.0
+    scale_to_zero_grace_s: float = 600.0
+    stable_window_s: float = 60.0
+    burst_window_s: float = 6.0
+    scale_down_delay_s: float = 120.0
+    max_scale_up_rate: float = 1000.0  # at most this x live replicas per decision
+    max_scale_down_rate: float = 2.0  # at most live / this per decision
+    extra: Mapping[str, float] = field(default_factory=dict)  # knobs of specific deciders
+
+
+@dataclass(frozen=True)
+class AutoscalerInput:
+    model: str
+    now: float
+    metrics: MetricsWindow | NoData
+    replicas: ReplicaCounts
+    spec: ScalingSpec
+    cold_start_s: float  # expected time-to-ready of a new replica in the best candidate pool
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The desired replica count and why. ``reason`` is a stable code for filtering and
+    metrics; ``detail`` a sentence for on-call ("why did it do that?")."""
+
+    desired: int
+    reason: str
+    detail: str = ""
+
+
+class Autoscaler(Protocol):
+    name: str
+
+    def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]: ...

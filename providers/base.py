@@ -1,0 +1,127 @@
+"""The provider interface every cloud adapter implements, with its contracts.
+
+Contracts (the shared contract suite in ``tests/contract/`` checks each one, for every
+adapter, the simulated one included):
+
+- ``create_node`` is find-or-create on ``request.intent_id``: if an instance tagged with that
+  intent already exists (a retry after a crash), it is returned with ``created=False`` and
+  nothing new is launched. The intent id also goes into the cloud's idempotency token
+  (AWS ClientToken, GCP requestId, OCI opc-retry-token). Capacity and quota errors raise
+  at once (no SDK-level retry), so placement can go elsewhere.
+- ``describe_node`` returns ``None`` when the instance no longer exists.
+- ``list_nodes`` returns every non-terminated instance carrying *all* the given tags.
+- ``terminate_node`` is idempotent: an instance that is already gone is success.
+- ``list_offerings`` returns every known offering in the given regions, with availability as
+  a field (never by omission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from schema.types import Cloud
+
+# Ownership tags put on everything gpucap creates; garbage collection finds orphans by them.
+TAG_MANAGED = "gpucap-managed"
+TAG_INTENT = "gpucap-intent"
+TAG_CUSTOMER = "gpucap-customer"
+TAG_POOL = "gpucap-pool"
+TAG_MODEL = "gpucap-model"
+MANAGED_VALUE = "true"
+
+
+class InstanceStatus(StrEnum):
+    """What the cloud says about an instance, normalised."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATED = "terminated"
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    intent_id: str  # our node id; the idempotency anchor
+    instance_type: str
+    region: str
+    zone: str | None = None  # None: the provider picks a zone in the region
+    image: str | None = None  # None: the provider's base GPU image for the region
+    user_data: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    reservation: str | None = None  # capacity reservation / commitment to launch into
+
+
+@dataclass(frozen=True)
+class CloudNode:
+    instance_id: str
+    intent_id: str
+    instance_type: str
+    region: str
+    zone: str
+    status: InstanceStatus
+    tags: Mapping[str, str] = field(default_factory=dict)
+    private_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    node: CloudNode
+    created: bool  # False: an existing instance for this intent was found and returned
+
+
+@dataclass(frozen=True)
+class Offering:
+    instance_type: str
+    region: str
+    zone: str
+    price_usd_per_hour: float
+    available: bool
+    reason: str = ""  # why not available, when the API says
+
+
+@dataclass(frozen=True)
+class Image:
+    image_id: str
+    name: str
+    region: str
+    state: str  # "pending" | "available" | "failed"
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """One cloud account, as seen by the control plane."""
+
+    cloud: Cloud
+    account: str
+
+    def create_node(self, request: NodeRequest) -> CreateResult: ...
+
+    def describe_node(self, region: str, instance_id: str) -> CloudNode | None: ...
+
+    def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]: ...
+
+    def terminate_node(self, region: str, instance_id: str) -> None: ...
+
+    def list_offerings(self, regions: Sequence[str]) -> list[Offering]: ...
+
+    def create_image(self, region: str, source_instance_id: str, name: str) -> Image: ...
+
+    def describe_image(self, region: str, image_id: str) -> Image | None: ...
+
+    def delete_image(self, region: str, image_id: str) -> None: ...
+
+    def copy_object(self, source_uri: str, dest_uri: str) -> None: ...
+
+
+def ownership_tags(intent_id: str, customer: str, pool: str, model: str) -> dict[str, str]:
+    return {
+        TAG_MANAGED: MANAGED_VALUE,
+        TAG_INTENT: intent_id,
+        TAG_CUSTOMER: customer,
+        TAG_POOL: pool,
+        TAG_MODEL: model,
+    }

@@ -1,0 +1,311 @@
+"""The per-customer policy file: which accounts, clouds, regions and GPU shapes a customer's
+models may use, their replica bounds and SLOs, and the overflow rules.
+
+Two layers of checking, so every problem can name its field path:
+- structure (types, unknown fields, ranges) is pydantic's job, on the models below;
+- meaning (a region that a cloud does not have, an inverted bound, a shape that no cloud
+  offers, a model allowed on a cloud it has no account for) is :func:`semantic_problems`.
+``schema.policy_file`` joins both to YAML line numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from schema.catalog import INSTANCE_TYPES_BY_NAME, REGIONS, parse_gpu_shape
+from schema.types import Cloud, Owner
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Field names that would carry a secret. Policies hold references only (role ARN, service
+# account, OCI profile); these names get a specific message rather than "unknown field".
+SECRET_FIELDS = frozenset(
+    {
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "access_key",
+        "secret_key",
+        "secret_access_key",
+        "session_token",
+        "password",
+        "private_key",
+        "key_content",
+        "key_file",
+        "pass_phrase",
+        "credentials_json",
+        "token",
+    }
+)
+
+
+class Credentials(_Strict):
+    """A *reference* to credentials, never the secret itself.
+
+    - aws: ``role_arn`` of a role in the customer's account that gpucap assumes (gpucap
+      generates the ExternalId per customer; it is never taken from the customer), or
+      ``profile`` for gpucap's own shared accounts.
+    - gcp: ``project`` and, for customer-owned projects, ``service_account`` to impersonate.
+    - oci: ``tenancy`` and ``compartment_id``, plus ``profile`` (a section of the OCI config
+      file) or ``principal`` (instance or resource principal).
+    """
+
+    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    profile: str | None = None
+    project: str | None = None
+    service_account: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
+    tenancy: str | None = None
+    compartment_id: str | None = None
+    principal: str | None = Field(default=None, pattern=r"^(instance|resource)$")
+
+
+class Commitment(_Strict):
+    """Capacity the customer already pays for (reserved instances, CUDs, capacity blocks)."""
+
+    instance_type: str
+    region: str
+    count: Annotated[int, Field(ge=1)]
+    reservation: str | None = None  # e.g. an AWS capacity reservation id (cr-...)
+
+
+class Account(_Strict):
+    name: Name
+    cloud: Cloud
+    owner: Owner = Owner.CUSTOMER
+    regions: Annotated[list[str], Field(min_length=1)]
+    credentials: Credentials = Credentials()
+    committed: list[Commitment] = []
+    # Per-account override of catalog list prices, USD per node-hour, by instance type.
+    prices: dict[str, Annotated[float, Field(gt=0)]] = {}
+
+
+class TargetMetric(StrEnum):
+    CONCURRENCY = "concurrency"  # in-flight requests per replica
+    TOKENS_PER_S = "tokens_per_s"  # generated tokens per second per replica
+
+
+class ShapeOption(_Strict):
+    """One accepted GPU shape for a model, with what one replica of it sustains."""
+
+    shape: str
+    max_concurrency: Annotated[int, Field(ge=1)]
+    tokens_per_s: Annotated[float, Field(gt=0)] | None = None
+
+    @field_validator("shape")
+    @classmethod
+    def _known_shape(cls, v: str) -> str:
+        parse_gpu_shape(v)
+        return v
+
+
+class Weights(_Strict):
+    uri: str
+    size_gb: Annotated[float, Field(gt=0)]
+
+
+class ScalingTarget(_Strict):
+    metric: TargetMetric = TargetMetric.CONCURRENCY
+    # Load per replica the autoscaler aims at, as a fraction of the shape's capacity for the
+    # metric (Knative's container-concurrency-target-percentage is 0.7; autoscalers.md §1.8).
+    utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
+
+
+class Model(_Strict):
+    name: Name
+    shapes: Annotated[list[ShapeOption], Field(min_length=1)]
+    min_replicas: Annotated[int, Field(ge=0)] = 0
+    max_replicas: Annotated[int, Field(ge=0)] = 10
+    target: ScalingTarget = ScalingTarget()
+    latency_slo_ms: Annotated[int, Field(ge=1)] = 2000
+    clouds: list[Cloud] = []  # empty: every cloud the customer has an account on
+    regions: list[str] = []  # empty: every region of the allowed accounts
+    priority: Annotated[int, Field(ge=0, le=1000)] = 100
+    image: str = "gpucap/vllm:latest"
+    weights: Weights | None = None
+    scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
+
+
+class Overflow(_Strict):
+    """May this customer's models spill onto gpucap's shared capacity, and how much."""
+
+    enabled: bool = False
+    max_replicas: Annotated[int, Field(ge=0)] = 0
+    max_usd_per_hour: Annotated[float, Field(ge=0)] | None = None
+    models: list[str] = []  # empty: every model
+
+
+class Policy(_Strict):
+    customer: Name
+    accounts: Annotated[list[Account], Field(min_length=1)]
+    models: list[Model] = []
+    overflow: Overflow = Overflow()
+
+    def model(self, name: str) -> Model | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def account(self, name: str) -> Account | None:
+        return next((a for a in self.accounts if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a policy: where (field path, and line once mapped) and why."""
+
+    path: tuple[str | int, ...]
+    reason: str
+    file: str = "<policy>"
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def field(self) -> str:
+        out = ""
+        for part in self.path:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        return out or "<document>"
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        if self.column is not None and self.line is not None:
+            where += f":{self.column}"
+        return f"{where}: {self.field}: {self.reason}"
+
+
+def semantic_problems(policy: Policy) -> list[Problem]:
+    """Problems that pydantic's per-field checks cannot see. Pure; order is document order."""
+    return list(_semantic(policy))
+
+
+def _semantic(p: Policy) -> Iterator[Problem]:
+    seen: dict[str, int] = {}
+    for i, acct in enumerate(p.accounts):
+        if acct.name in seen:
+            yield Problem(("accounts", i, "name"), f"duplicate account name {acct.name!r}")
+        seen[acct.name] = i
+        known = REGIONS[acct.cloud]
+        for j, region in enumerate(acct.regions):
+            if region not in known:
+                yield Problem(
+                    ("accounts", i, "regions", j),
+                    f"unknown {acct.cloud.value} region {region!r} (known: {', '.join(known)})",
+                )
+        yield from _credential_problems(i, acct)
+        for j, c in enumerate(acct.committed):
+            it = INSTANCE_TYPES_BY_NAME.get(c.instance_type)
+            if it is None or it.cloud != acct.cloud:
+                offered = ", ".join(
+                    n for n, t in INSTANCE_TYPES_BY_NAME.items() if t.cloud == acct.cloud
+                )
+                yield Problem(
+                    ("accounts", i, "committed", j, "instance_type"),
+                    f"{c.instance_type!r} is not a {acct.cloud.value} GPU instance type "
+                    f"(known: {offered})",
+                )
+            if c.region not in acct.regions:
+                yield Problem(
+                    ("accounts", i, "committed", j, "region"),
+                    f"region {c.region!r} is not one of this account's regions",
+                )
+        for name in acct.prices:
+            it = INSTANCE_TYPES_BY_NAME.get(name)
+            if it is None or it.cloud != acct.cloud:
+                yield Problem(
+                    ("accounts", i, "prices", name),
+                    f"{name!r} is not a {acct.cloud.value} GPU instance type",
+                )
+
+    clouds = {a.cloud for a in p.accounts}
+    all_regions = {r for a in p.accounts for r in a.regions}
+    models_seen: set[str] = set()
+    for i, m in enumerate(p.models):
+        if m.name in models_seen:
+            yield Problem(("models", i, "name"), f"duplicate model name {m.name!r}")
+        models_seen.add(m.name)
+        if m.min_replicas > m.max_replicas:
+            yield Problem(
+                ("models", i, "min_replicas"),
+                f"min_replicas ({m.min_replicas}) is greater than max_replicas "
+                f"({m.max_replicas})",
+            )
+        shapes_seen: set[str] = set()
+        for j, opt in enumerate(m.shapes):
+            if opt.shape in shapes_seen:
+                yield Problem(("models", i, "shapes", j, "shape"), f"duplicate {opt.shape!r}")
+            shapes_seen.add(opt.shape)
+            if m.target.metric == "tokens_per_s" and opt.tokens_per_s is None:
+                yield Problem(
+                    ("models", i, "shapes", j, "tokens_per_s"),
+                    "required when target.metric is tokens_per_s",
+                )
+        for j, cloud in enumerate(m.clouds):
+            if cloud not in clouds:
+                yield Problem(
+                    ("models", i, "clouds", j),
+                    f"cloud {cloud.value!r} has no account in this policy",
+                )
+        for j, region in enumerate(m.regions):
+            if region not in all_regions:
+                yield Problem(
+                    ("models", i, "regions", j),
+                    f"region {region!r} is not in any account of this policy",
+                )
+    for j, name in enumerate(p.overflow.models):
+        if name not in models_seen:
+            yield Problem(("overflow", "models", j), f"unknown model {name!r}")
+    if p.overflow.enabled and not any(a.owner == Owner.SHARED for a in p.accounts):
+        yield Problem(
+            ("overflow", "enabled"), "overflow is enabled but no account has owner: shared"
+        )
+
+
+def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:
+    c = acct.credentials
+    allowed: dict[Cloud, set[str]] = {
+        Cloud.AWS: {"role_arn", "profile"},
+        Cloud.GCP: {"project", "service_account"},
+        Cloud.OCI: {"tenancy", "compartment_id", "profile", "principal"},
+    }
+    for name in c.model_fields_set:
+        if getattr(c, name) is not None and name not in allowed[acct.cloud]:
+            yield Problem(
+                ("accounts", i, "credentials", name),
+                f"not a {acct.cloud.value} credential reference "
+                f"(use: {', '.join(sorted(allowed[acct.cloud]))})",
+            )
+    if acct.owner == Owner.CUSTOMER:
+        required = {Cloud.AWS: "role_arn", Cloud.GCP: "service_account", Cloud.OCI: None}[
+            acct.cloud
+        ]
+        if required and getattr(c, required) is None:
+            yield Problem(
+                ("accounts", i, "credentials", required),
+                f"a customer-owned {acct.cloud.value} account needs {required}",
+            )
+        if acct.cloud == Cloud.OCI and c.profile is None and c.principal is None:
+            yield Problem(
+                ("accounts", i, "credentials", "profile"),
+                "a customer-owned oci account needs profile or principal",
+            )
+    if acct.cloud == Cloud.GCP and c.project is None:
+        yield Problem(("accounts", i, "credentials", "project"), "a gcp account needs project")
+    if acct.cloud == Cloud.OCI and c.compartment_id is None:
+        yield Problem(
+            ("accounts", i, "credentials", "compartment_id"), "an oci account needs compartment_id"
+        )
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the policy file, for editors (``gpucap policy schema``)."""
+    schema = Policy.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpucap customer policy"
+    return schema
