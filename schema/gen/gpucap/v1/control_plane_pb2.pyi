@@ -1,0 +1,500 @@
+import datetime
+
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PolicyProblem(_message.Message):
+    __slots__ = ("file", "line", "column", "field", "reason")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    line: int
+    column: int
+    field: str
+    reason: str
+    def __init__(self, file: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., field: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class PolicyProblems(_message.Message):
+    __slots__ = ("problems",)
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    problems: _containers.RepeatedCompositeFieldContainer[PolicyProblem]
+    def __init__(self, problems: _Optional[_Iterable[_Union[PolicyProblem, _Mapping]]] = ...) -> None: ...
+
+class ValidatePolicyRequest(_message.Message):
+    __slots__ = ("yaml", "source")
+    YAML_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    yaml: str
+    source: str
+    def __init__(self, yaml: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
+class ValidatePolicyResponse(_message.Message):
+    __slots__ = ("valid", "problems", "customer", "sha256")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    problems: _containers.RepeatedCompositeFieldContainer[PolicyProblem]
+    customer: str
+    sha256: str
+    def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[PolicyProblem, _Mapping]]] = ..., customer: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class ApplyPolicyRequest(_message.Message):
+    __slots__ = ("yaml", "source", "applied_by")
+    YAML_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_BY_FIELD_NUMBER: _ClassVar[int]
+    yaml: str
+    source: str
+    applied_by: str
+    def __init__(self, yaml: _Optional[str] = ..., source: _Optional[str] = ..., applied_by: _Optional[str] = ...) -> None: ...
+
+class ApplyPolicyResponse(_message.Message):
+    __slots__ = ("policy", "changed")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    policy: PolicyVersion
+    changed: bool
+    def __init__(self, policy: _Optional[_Union[PolicyVersion, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class GetPolicyRequest(_message.Message):
+    __slots__ = ("customer", "version")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    version: int
+    def __init__(self, customer: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PolicyVersion(_message.Message):
+    __slots__ = ("customer", "version", "sha256", "applied_by", "applied_at", "source", "yaml", "active")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_BY_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_AT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    YAML_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    version: int
+    sha256: str
+    applied_by: str
+    applied_at: _timestamp_pb2.Timestamp
+    source: str
+    yaml: str
+    active: bool
+    def __init__(self, customer: _Optional[str] = ..., version: _Optional[int] = ..., sha256: _Optional[str] = ..., applied_by: _Optional[str] = ..., applied_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ..., yaml: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class ModelSpec(_message.Message):
+    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPES_FIELD_NUMBER: _ClassVar[int]
+    MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_SLO_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOUDS_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_TO_ZERO_GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shapes: _containers.RepeatedCompositeFieldContainer[ShapeOption]
+    min_replicas: int
+    max_replicas: int
+    target: ScalingTarget
+    latency_slo_ms: int
+    clouds: _containers.RepeatedScalarFieldContainer[str]
+    regions: _containers.RepeatedScalarFieldContainer[str]
+    priority: int
+    image: str
+    weights: Weights
+    scale_to_zero_grace_s: float
+    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ...) -> None: ...
+
+class ShapeOption(_message.Message):
+    __slots__ = ("shape", "max_concurrency", "tokens_per_s")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    shape: str
+    max_concurrency: int
+    tokens_per_s: float
+    def __init__(self, shape: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., tokens_per_s: _Optional[float] = ...) -> None: ...
+
+class ScalingTarget(_message.Message):
+    __slots__ = ("metric", "utilization")
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    metric: str
+    utilization: float
+    def __init__(self, metric: _Optional[str] = ..., utilization: _Optional[float] = ...) -> None: ...
+
+class Weights(_message.Message):
+    __slots__ = ("uri", "size_gb")
+    URI_FIELD_NUMBER: _ClassVar[int]
+    SIZE_GB_FIELD_NUMBER: _ClassVar[int]
+    uri: str
+    size_gb: float
+    def __init__(self, uri: _Optional[str] = ..., size_gb: _Optional[float] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ("customer", "name", "source", "spec", "desired_replicas", "reason", "ready_replicas", "starting_replicas", "provisioning_replicas", "draining_replicas", "pinned_replicas", "paused", "created_at", "updated_at", "deleted_at", "replicas_by_state")
+    class ReplicasByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    STARTING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DELETED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    name: str
+    source: str
+    spec: ModelSpec
+    desired_replicas: int
+    reason: str
+    ready_replicas: int
+    starting_replicas: int
+    provisioning_replicas: int
+    draining_replicas: int
+    pinned_replicas: int
+    paused: bool
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    deleted_at: _timestamp_pb2.Timestamp
+    replicas_by_state: _containers.ScalarMap[str, int]
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., source: _Optional[str] = ..., spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., desired_replicas: _Optional[int] = ..., reason: _Optional[str] = ..., ready_replicas: _Optional[int] = ..., starting_replicas: _Optional[int] = ..., provisioning_replicas: _Optional[int] = ..., draining_replicas: _Optional[int] = ..., pinned_replicas: _Optional[int] = ..., paused: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., replicas_by_state: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class DeployModelRequest(_message.Message):
+    __slots__ = ("customer", "spec")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    spec: ModelSpec
+    def __init__(self, customer: _Optional[str] = ..., spec: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+
+class UpdateModelRequest(_message.Message):
+    __slots__ = ("customer", "spec", "update_mask")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    spec: ModelSpec
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, customer: _Optional[str] = ..., spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class DeleteModelRequest(_message.Message):
+    __slots__ = ("customer", "name")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    name: str
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetModelRequest(_message.Message):
+    __slots__ = ("customer", "name")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    name: str
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ("customer", "include_deleted")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    include_deleted: bool
+    def __init__(self, customer: _Optional[str] = ..., include_deleted: _Optional[bool] = ...) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[Model]
+    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
+
+class PinModelRequest(_message.Message):
+    __slots__ = ("customer", "name", "replicas")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    name: str
+    replicas: int
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., replicas: _Optional[int] = ...) -> None: ...
+
+class PauseModelRequest(_message.Message):
+    __slots__ = ("customer", "name", "paused")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    name: str
+    paused: bool
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("id", "customer", "model", "replica_id", "pool_id", "account", "cloud", "region", "zone", "instance_type", "instance_id", "state", "error", "attempts", "pending_at", "provisioning_at", "running_at", "ready_at", "draining_at", "terminating_at", "terminated_at", "failed_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_AT_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONING_AT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_AT_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_AT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATING_AT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_AT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    customer: str
+    model: str
+    replica_id: str
+    pool_id: str
+    account: str
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    instance_id: str
+    state: str
+    error: str
+    attempts: int
+    pending_at: _timestamp_pb2.Timestamp
+    provisioning_at: _timestamp_pb2.Timestamp
+    running_at: _timestamp_pb2.Timestamp
+    ready_at: _timestamp_pb2.Timestamp
+    draining_at: _timestamp_pb2.Timestamp
+    terminating_at: _timestamp_pb2.Timestamp
+    terminated_at: _timestamp_pb2.Timestamp
+    failed_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., replica_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., zone: _Optional[str] = ..., instance_type: _Optional[str] = ..., instance_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provisioning_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., running_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., draining_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminating_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListNodesRequest(_message.Message):
+    __slots__ = ("customer", "model", "states", "pool_id", "include_terminal")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    states: _containers.RepeatedScalarFieldContainer[str]
+    pool_id: str
+    include_terminal: bool
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., pool_id: _Optional[str] = ..., include_terminal: _Optional[bool] = ...) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+
+class Pool(_message.Message):
+    __slots__ = ("id", "customer", "account", "cloud", "owner", "region", "instance_type", "gpu_shape", "tier", "price_usd_per_hour", "committed", "reservation", "cordoned", "unavailable_until", "unavailable_reason", "active", "nodes_by_state")
+    class NodesByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GPU_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    NODES_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    customer: str
+    account: str
+    cloud: str
+    owner: str
+    region: str
+    instance_type: str
+    gpu_shape: str
+    tier: str
+    price_usd_per_hour: float
+    committed: int
+    reservation: str
+    cordoned: bool
+    unavailable_until: _timestamp_pb2.Timestamp
+    unavailable_reason: str
+    active: bool
+    nodes_by_state: _containers.ScalarMap[str, int]
+    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., owner: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., gpu_shape: _Optional[str] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., committed: _Optional[int] = ..., reservation: _Optional[str] = ..., cordoned: _Optional[bool] = ..., unavailable_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unavailable_reason: _Optional[str] = ..., active: _Optional[bool] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ListPoolsRequest(_message.Message):
+    __slots__ = ("customer", "cloud", "include_inactive")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INACTIVE_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    cloud: str
+    include_inactive: bool
+    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., include_inactive: _Optional[bool] = ...) -> None: ...
+
+class ListPoolsResponse(_message.Message):
+    __slots__ = ("pools",)
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[Pool]
+    def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
+
+class CordonPoolRequest(_message.Message):
+    __slots__ = ("pool_id", "cordoned", "reason")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    cordoned: bool
+    reason: str
+    def __init__(self, pool_id: _Optional[str] = ..., cordoned: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("job", "last_started_at", "last_duration_s", "last_error", "runs", "failures")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    LAST_STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    last_started_at: _timestamp_pb2.Timestamp
+    last_duration_s: float
+    last_error: str
+    runs: int
+    failures: int
+    def __init__(self, job: _Optional[str] = ..., last_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_duration_s: _Optional[float] = ..., last_error: _Optional[str] = ..., runs: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
+
+class Status(_message.Message):
+    __slots__ = ("version", "started_at", "uptime_s", "customers", "models", "pools", "nodes_by_state", "jobs", "last_event_id")
+    class NodesByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMERS_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    NODES_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    started_at: _timestamp_pb2.Timestamp
+    uptime_s: float
+    customers: int
+    models: int
+    pools: int
+    nodes_by_state: _containers.ScalarMap[str, int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
+    last_event_id: int
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime_s: _Optional[float] = ..., customers: _Optional[int] = ..., models: _Optional[int] = ..., pools: _Optional[int] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., last_event_id: _Optional[int] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("id", "at", "kind", "severity", "customer", "model", "node", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    at: _timestamp_pb2.Timestamp
+    kind: str
+    severity: str
+    customer: str
+    model: str
+    node: str
+    message: str
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., severity: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., node: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ListEventsRequest(_message.Message):
+    __slots__ = ("since_id", "limit", "customer", "model")
+    SINCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    since_id: int
+    limit: int
+    customer: str
+    model: str
+    def __init__(self, since_id: _Optional[int] = ..., limit: _Optional[int] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ListEventsResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+
+class StreamEventsRequest(_message.Message):
+    __slots__ = ("since_id", "tail", "customer", "model")
+    SINCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    since_id: int
+    tail: int
+    customer: str
+    model: str
+    def __init__(self, since_id: _Optional[int] = ..., tail: _Optional[int] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
