@@ -1,0 +1,285 @@
+"""The simulated world. Thread-safe: the daemon's jobs and the gRPC server share it.
+
+It reads a clock (it stands in for a real cloud, which is on the I/O side of the line); the
+clock is injectable so tests drive time by hand."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from providers.base import InstanceStatus
+from providers.errors import (
+    AuthFailed,
+    CapacityUnavailable,
+    ProviderError,
+    QuotaExceeded,
+    Scope,
+    Throttled,
+    TransientError,
+)
+from schema.catalog import INSTANCE_TYPES, REGIONS
+from schema.types import Cloud
+
+FAULTS = ("capacity", "quota", "throttle", "transient", "auth")
+
+
+@dataclass(frozen=True)
+class SimTimings:
+    """Seconds from create to each phase. Real clouds take minutes (coldstart.md §1.1-§1.6);
+    the demo compresses them so it moves in seconds."""
+
+    boot_s: float = 4.0  # create -> instance running (T_capacity + T_vm)
+    serve_s: float = 6.0  # running -> model server healthy (bootstrap+image+weights+init)
+    terminate_s: float = 1.0  # terminate -> gone
+
+
+@dataclass
+class SimInstance:
+    instance_id: str
+    account: str
+    cloud: Cloud
+    intent_id: str
+    instance_type: str
+    region: str
+    zone: str
+    tags: dict[str, str]
+    created_at: float
+    terminate_requested_at: float | None = None
+
+
+@dataclass
+class _Fault:
+    kind: str
+    remaining: int
+    zone: str | None
+
+
+@dataclass
+class SimImage:
+    image_id: str
+    name: str
+    region: str
+    created_at: float
+
+
+def zones_of(cloud: Cloud, region: str) -> tuple[str, ...]:
+    if cloud == Cloud.AWS:
+        return tuple(f"{region}{s}" for s in "abc")
+    if cloud == Cloud.GCP:
+        return tuple(f"{region}-{s}" for s in "abc")
+    return tuple(f"{region}-ad-{i}" for i in (1, 2, 3))
+
+
+@dataclass
+class SimCloud:
+    """Capacity is per (cloud, region, instance type): ``capacity`` overrides
+    ``default_capacity``. A full pool raises CapacityUnavailable at region scope."""
+
+    timings: SimTimings = field(default_factory=SimTimings)
+    default_capacity: int = 64
+    capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self.instances: dict[str, SimInstance] = {}
+        self.images: dict[str, SimImage] = {}
+        self.objects: dict[str, int] = {}
+        self._faults: dict[tuple[Cloud, str], list[_Fault]] = defaultdict(list)
+        self._tokens: dict[tuple[str, str], str] = {}  # (account, token) -> instance id
+        self.create_calls = 0  # for load/accounting views, never asserted as a call log
+
+    # ---- configuration -------------------------------------------------------------
+    def inject(
+        self, cloud: Cloud, account: str, fault: str, count: int = 1, zone: str | None = None
+    ) -> None:
+        """Make the next ``count`` creates of this account fail with ``fault``."""
+        if fault not in FAULTS and fault != "crash_after_create":
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        with self._lock:
+            self._faults[(cloud, account)].append(_Fault(fault, count, zone))
+
+    def set_capacity(self, cloud: Cloud, region: str, instance_type: str, n: int) -> None:
+        with self._lock:
+            self.capacity[(cloud.value, region, instance_type)] = n
+
+    def put_object(self, uri: str, size: int) -> None:
+        with self._lock:
+            self.objects[uri] = size
+
+    # ---- state ---------------------------------------------------------------------
+    def status(self, inst: SimInstance) -> InstanceStatus:
+        now = self.clock()
+        if inst.terminate_requested_at is not None:
+            done = now - inst.terminate_requested_at >= self.timings.terminate_s
+            return InstanceStatus.TERMINATED if done else InstanceStatus.STOPPING
+        if now - inst.created_at >= self.timings.boot_s:
+            return InstanceStatus.RUNNING
+        return InstanceStatus.PENDING
+
+    def serving(self, instance_id: str) -> bool:
+        """The node's model server answers its health check (the sim node agent)."""
+        with self._lock:
+            inst = self.instances.get(instance_id)
+            if inst is None or self.status(inst) != InstanceStatus.RUNNING:
+                return False
+            return self.clock() - inst.created_at >= self.timings.boot_s + self.timings.serve_s
+
+    def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
+        return sum(
+            1
+            for i in self.instances.values()
+            if i.cloud == cloud
+            and i.region == region
+            and i.instance_type == instance_type
+            and self.status(i) != InstanceStatus.TERMINATED
+        )
+
+    def limit(self, cloud: Cloud, region: str, instance_type: str) -> int:
+        return self.capacity.get((cloud.value, region, instance_type), self.default_capacity)
+
+    def live_instances_with_intent(self, intent_id: str) -> int:
+        with self._lock:
+            return sum(
+                1
+                for i in self.instances.values()
+                if i.intent_id == intent_id and self.status(i) != InstanceStatus.TERMINATED
+            )
+
+    # ---- operations (called by SimProvider under its account) ------------------------
+    def launch(
+        self,
+        cloud: Cloud,
+        account: str,
+        *,
+        intent_id: str,
+        instance_type: str,
+        region: str,
+        zone: str | None,
+        tags: dict[str, str],
+    ) -> tuple[SimInstance, bool]:
+        with self._lock:
+            self.create_calls += 1
+            crash = self._take_fault(cloud, account, zone, region, instance_type)
+            # Idempotency token: the same token returns the same instance (AWS ClientToken).
+            known = self._tokens.get((account, intent_id))
+            if known is not None:
+                return self.instances[known], False
+            types = {t.name: t for t in INSTANCE_TYPES if t.cloud == cloud}
+            if instance_type not in types:
+                from providers.errors import InvalidRequest
+
+                raise InvalidRequest(
+                    f"{instance_type} is not a {cloud.value} instance type",
+                    code="InvalidInstanceType",
+                    instance_type=instance_type,
+                )
+            if region not in REGIONS[cloud]:
+                from providers.errors import InvalidRequest
+
+                raise InvalidRequest(f"unknown region {region}", code="InvalidRegion")
+            zones = zones_of(cloud, region)
+            if zone is not None and zone not in zones:
+                from providers.errors import InvalidRequest
+
+                raise InvalidRequest(f"zone {zone} is not in {region}", code="InvalidZone")
+            if self.in_use(cloud, region, instance_type) >= self.limit(
+                cloud, region, instance_type
+            ):
+                raise CapacityUnavailable(
+                    f"insufficient {instance_type} capacity in {region}",
+                    code="SimInsufficientCapacity",
+                    scope=Scope.REGION,
+                    region=region,
+                    instance_type=instance_type,
+                )
+            chosen = zone or min(
+                zones,
+                key=lambda z: sum(1 for i in self.instances.values() if i.zone == z),
+            )
+            inst = SimInstance(
+                instance_id=f"sim-{cloud.value}-{next(self._ids):06d}",
+                account=account,
+                cloud=cloud,
+                intent_id=intent_id,
+                instance_type=instance_type,
+                region=region,
+                zone=chosen,
+                tags=dict(tags),
+                created_at=self.clock(),
+            )
+            self.instances[inst.instance_id] = inst
+            self._tokens[(account, intent_id)] = inst.instance_id
+            if crash:
+                raise TransientError(
+                    "connection reset after the create was accepted",
+                    code="SimConnectionReset",
+                    retryable=True,
+                )
+            return inst, True
+
+    def _take_fault(
+        self, cloud: Cloud, account: str, zone: str | None, region: str, instance_type: str
+    ) -> bool:
+        """Raise the next injected fault, if any. Returns True for crash_after_create."""
+        queue = self._faults.get((cloud, account))
+        if not queue:
+            return False
+        fault = queue[0]
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            queue.pop(0)
+        where = {"region": region, "instance_type": instance_type}
+        err: ProviderError
+        match fault.kind:
+            case "crash_after_create":
+                return True
+            case "capacity":
+                err = CapacityUnavailable(
+                    "injected stockout", code="SimStockout", scope=Scope.ZONE,
+                    zone=fault.zone or zone, **where,
+                )
+            case "quota":
+                err = QuotaExceeded(
+                    "injected quota", code="SimQuota", scope=Scope.ACCOUNT_REGION, **where
+                )
+            case "throttle":
+                err = Throttled("injected throttle", code="SimThrottle", retryable=True)
+            case "transient":
+                err = TransientError("injected 503", code="SimUnavailable", retryable=True)
+            case _:
+                err = AuthFailed("injected auth failure", code="SimAuth", scope=Scope.ACCOUNT)
+        raise err
+
+    def terminate(self, account: str, instance_id: str) -> None:
+        with self._lock:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst.account != account:
+                return  # not found (or not ours to see) means done
+            if inst.terminate_requested_at is None:
+                inst.terminate_requested_at = self.clock()
+
+    def reap(self) -> None:
+        """Forget instances terminated long ago (a real cloud stops listing them)."""
+        with self._lock:
+            now = self.clock()
+            for iid, inst in list(self.instances.items()):
+                t = inst.terminate_requested_at
+                if t is not None and now - t > self.timings.terminate_s + 3600:
+                    del self.instances[iid]
+
+    def new_image(self, region: str, name: str) -> SimImage:
+        with self._lock:
+            img = SimImage(f"sim-img-{next(self._ids):06d}", name, region, self.clock())
+            self.images[img.image_id] = img
+            return img
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock

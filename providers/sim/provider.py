@@ -1,0 +1,146 @@
+"""One account's view of the simulated cloud (see ``providers/base.py`` for the contracts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from providers.base import (
+    TAG_INTENT,
+    CloudNode,
+    CreateResult,
+    Image,
+    InstanceStatus,
+    NodeRequest,
+    Offering,
+)
+from providers.errors import InvalidRequest, NotFound
+from providers.sim.cloud import SimCloud, SimInstance, zones_of
+from schema.catalog import INSTANCE_TYPES, REGIONS
+from schema.types import Cloud
+
+
+@dataclass
+class SimProvider:
+    cloud: Cloud
+    account: str
+    world: SimCloud
+    prices: Mapping[str, float] | None = None  # per-account overrides, USD per node-hour
+
+    def _node(self, inst: SimInstance) -> CloudNode:
+        return CloudNode(
+            instance_id=inst.instance_id,
+            intent_id=inst.intent_id,
+            instance_type=inst.instance_type,
+            region=inst.region,
+            zone=inst.zone,
+            status=self.world.status(inst),
+            tags=dict(inst.tags),
+            private_ip=f"10.0.{int(inst.instance_id[-6:]) // 250}.{int(inst.instance_id[-6:]) % 250}",
+        )
+
+    def _mine(self) -> list[SimInstance]:
+        return [
+            i
+            for i in self.world.instances.values()
+            if i.account == self.account and i.cloud == self.cloud
+        ]
+
+    def create_node(self, request: NodeRequest) -> CreateResult:
+        tags = dict(request.tags)
+        tags[TAG_INTENT] = request.intent_id
+        with self.world.lock:
+            # Find first: a retry after a crash must never make a second instance.
+            for inst in self._mine():
+                if inst.intent_id == request.intent_id and self.world.status(inst) not in (
+                    InstanceStatus.TERMINATED,
+                    InstanceStatus.STOPPING,
+                ):
+                    return CreateResult(self._node(inst), created=False)
+            inst, created = self.world.launch(
+                self.cloud,
+                self.account,
+                intent_id=request.intent_id,
+                instance_type=request.instance_type,
+                region=request.region,
+                zone=request.zone,
+                tags=tags,
+            )
+            return CreateResult(self._node(inst), created=created)
+
+    def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
+        with self.world.lock:
+            inst = self.world.instances.get(instance_id)
+            if inst is None or inst.account != self.account or inst.region != region:
+                return None
+            node = self._node(inst)
+            return None if node.status == InstanceStatus.TERMINATED else node
+
+    def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+        with self.world.lock:
+            out = []
+            for inst in self._mine():
+                if inst.region != region:
+                    continue
+                if any(inst.tags.get(k) != v for k, v in tags.items()):
+                    continue
+                node = self._node(inst)
+                if node.status != InstanceStatus.TERMINATED:
+                    out.append(node)
+            return sorted(out, key=lambda n: n.instance_id)
+
+    def terminate_node(self, region: str, instance_id: str) -> None:
+        del region  # instance ids are unique across the simulated world
+        self.world.terminate(self.account, instance_id)
+
+    def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
+        out: list[Offering] = []
+        with self.world.lock:
+            for region in regions:
+                if region not in REGIONS[self.cloud]:
+                    raise InvalidRequest(f"unknown {self.cloud.value} region {region!r}")
+                for it in INSTANCE_TYPES:
+                    if it.cloud != self.cloud:
+                        continue
+                    full = self.world.in_use(self.cloud, region, it.name) >= self.world.limit(
+                        self.cloud, region, it.name
+                    )
+                    price = (self.prices or {}).get(it.name, it.list_price_usd_per_hour)
+                    for zone in zones_of(self.cloud, region):
+                        out.append(
+                            Offering(
+                                instance_type=it.name,
+                                region=region,
+                                zone=zone,
+                                price_usd_per_hour=price,
+                                available=not full,
+                                reason="capacity exhausted" if full else "",
+                            )
+                        )
+        return out
+
+    def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
+        with self.world.lock:
+            src = self.world.instances.get(source_instance_id)
+            if src is None or src.account != self.account:
+                raise NotFound(f"instance {source_instance_id} not found", code="NotFound")
+            img = self.world.new_image(region, name)
+            return Image(img.image_id, img.name, img.region, "available")
+
+    def describe_image(self, region: str, image_id: str) -> Image | None:
+        img = self.world.images.get(image_id)
+        if img is None or img.region != region:
+            return None
+        return Image(img.image_id, img.name, img.region, "available")
+
+    def delete_image(self, region: str, image_id: str) -> None:
+        with self.world.lock:
+            img = self.world.images.get(image_id)
+            if img is not None and img.region == region:
+                del self.world.images[image_id]
+
+    def copy_object(self, source_uri: str, dest_uri: str) -> None:
+        with self.world.lock:
+            if source_uri not in self.world.objects:
+                raise NotFound(f"object {source_uri} not found", code="NoSuchKey")
+            self.world.objects[dest_uri] = self.world.objects[source_uri]
