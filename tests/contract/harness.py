@@ -1,0 +1,65 @@
+"""The contract harness: what every cloud's emulator-backed test fixture provides.
+
+Each cloud has ``tests/contract/harness_<cloud>.py`` with a pytest fixture named
+``<cloud>_harness`` (function-scoped, so injected faults never leak between tests) that
+yields an object satisfying :class:`Harness`. The shared contract tests in
+``test_contract.py`` are written against this protocol only, so the simulated cloud and the
+three real adapters are held to exactly the same behaviour.
+
+Ground truth (``instances_with_intent``, ``get_object``) is read from the emulator directly,
+never through the adapter under test: a test that asks the adapter whether the adapter
+worked cannot fail.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from providers.base import Provider
+
+Fault = Literal["capacity", "quota", "throttle", "transient", "auth"]
+FAULTS: tuple[Fault, ...] = ("capacity", "quota", "throttle", "transient", "auth")
+
+
+@runtime_checkable
+class Harness(Protocol):
+    provider: Provider  # built through the real SDK client against the emulator
+    region: str  # a region the emulator serves
+    zone: str  # a zone / AD in it
+    instance_type: str  # an H100 instance type of that cloud
+    # How many create attempts the adapter makes on a throttled/transient failure before it
+    # gives up (the provider's retry policy as the harness built it: fast, but bounded).
+    # With fewer than ``retry_budget`` injected faults a create must succeed; with
+    # ``retry_budget`` of them it must raise.
+    retry_budget: int
+    # A well-formed instance id that the emulator has never issued (terminate must accept it).
+    unknown_instance_id: str
+
+    def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
+        """Make the next ``count`` create calls (only those in ``zone`` when given) fail with
+        ``fault``, one of :data:`FAULTS`. Injected at the HTTP level (emulator), so the SDK's
+        own retry behaviour is exercised. "create call" means one request on the wire."""
+        ...
+
+    def instances_with_intent(self, intent_id: str) -> int:
+        """How many live (not terminated) instances the *emulator* holds for this intent
+        (ground truth, not through the adapter), for the no-duplicate checks."""
+        ...
+
+    def crash_after_create(self) -> None:
+        """The next create succeeds at the emulator but the response is lost (connection
+        dropped), so the adapter sees a transient failure: a retry must find, not create."""
+        ...
+
+    def object_uri(self, key: str) -> str:
+        """A URI (``s3://…``, ``gs://…``, ``oci://…``) in a bucket the emulator holds, that
+        the provider's ``copy_object`` may read and write."""
+        ...
+
+    def put_object(self, uri: str, data: bytes) -> None:
+        """Write an object straight into the emulator (test setup, not through the adapter)."""
+        ...
+
+    def get_object(self, uri: str) -> bytes | None:
+        """Read an object straight from the emulator; ``None`` when it does not exist."""
+        ...

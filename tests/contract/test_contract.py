@@ -1,0 +1,268 @@
+"""The provider contract (``providers/base.py``), checked against every adapter through its
+emulator: the simulated cloud, AWS on moto, GCP and OCI on their wire fakes.
+
+Assertions are on the resulting state, read from the emulator where it matters
+(``instances_with_intent``), never on which calls were made.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from providers.base import (
+    TAG_INTENT,
+    TAG_POOL,
+    CloudNode,
+    InstanceStatus,
+    NodeRequest,
+    ownership_tags,
+)
+from providers.errors import (
+    AuthFailed,
+    CapacityUnavailable,
+    ProviderError,
+    QuotaExceeded,
+    Scope,
+    Throttled,
+    TransientError,
+)
+from schema.catalog import INSTANCE_TYPES
+from tests.contract.harness import Harness
+
+CUSTOMER = "contract-co"
+
+
+def _request(h: Harness, *, pool: str | None = None, intent: str | None = None) -> NodeRequest:
+    intent = intent or f"n-{uuid.uuid4().hex[:16]}"
+    pool = pool or f"pool-{uuid.uuid4().hex[:8]}"
+    return NodeRequest(
+        intent_id=intent,
+        instance_type=h.instance_type,
+        region=h.region,
+        zone=h.zone,
+        user_data="#!/bin/sh\necho gpucap-node\n",
+        tags=ownership_tags(intent, CUSTOMER, pool, "llama-70b"),
+    )
+
+
+def _live(node: CloudNode | None) -> bool:
+    return node is not None and node.status != InstanceStatus.TERMINATED
+
+
+# --- create: find-or-create ------------------------------------------------------------
+
+
+def test_create_returns_a_tagged_node_in_the_requested_place(harness: Harness) -> None:
+    req = _request(harness)
+    result = harness.provider.create_node(req)
+    assert result.created is True
+    node = result.node
+    assert node.intent_id == req.intent_id
+    assert node.instance_type == harness.instance_type
+    assert node.region == harness.region
+    assert node.zone == harness.zone
+    assert node.tags[TAG_INTENT] == req.intent_id
+    assert node.tags[TAG_POOL] == req.tags[TAG_POOL]
+    assert node.status in (InstanceStatus.PENDING, InstanceStatus.RUNNING)
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+def test_create_twice_with_one_intent_makes_one_instance(harness: Harness) -> None:
+    req = _request(harness)
+    first = harness.provider.create_node(req)
+    second = harness.provider.create_node(req)
+    assert first.created is True
+    assert second.created is False
+    assert second.node.instance_id == first.node.instance_id
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+def test_crash_after_create_then_retry_finds_the_instance(harness: Harness) -> None:
+    req = _request(harness)
+    harness.crash_after_create()
+    try:
+        result = harness.provider.create_node(req)
+    except TransientError:
+        # The adapter may surface the lost response; the caller's retry must then find it.
+        result = harness.provider.create_node(req)
+    assert result.created is False, "the instance made before the crash must be found"
+    assert result.node.intent_id == req.intent_id
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+# --- describe / list / terminate -------------------------------------------------------
+
+
+def test_describe_returns_the_node_and_none_for_unknown(harness: Harness) -> None:
+    req = _request(harness)
+    made = harness.provider.create_node(req).node
+    seen = harness.provider.describe_node(harness.region, made.instance_id)
+    assert seen is not None
+    assert seen.instance_id == made.instance_id
+    assert seen.intent_id == req.intent_id
+    assert seen.tags[TAG_INTENT] == req.intent_id
+    assert harness.provider.describe_node(harness.region, harness.unknown_instance_id) is None
+
+
+def test_list_by_ownership_tags_returns_exactly_the_matching_nodes(harness: Harness) -> None:
+    pool_a = f"pool-{uuid.uuid4().hex[:8]}"
+    pool_b = f"pool-{uuid.uuid4().hex[:8]}"
+    a1 = harness.provider.create_node(_request(harness, pool=pool_a)).node
+    a2 = harness.provider.create_node(_request(harness, pool=pool_a)).node
+    b1 = harness.provider.create_node(_request(harness, pool=pool_b)).node
+
+    listed = harness.provider.list_nodes(harness.region, {TAG_POOL: pool_a})
+    assert sorted(n.instance_id for n in listed) == sorted([a1.instance_id, a2.instance_id])
+    both = harness.provider.list_nodes(harness.region, {TAG_POOL: pool_b, TAG_INTENT: b1.intent_id})
+    assert [n.instance_id for n in both] == [b1.instance_id]
+    assert harness.provider.list_nodes(harness.region, {TAG_POOL: "no-such-pool"}) == []
+
+
+def test_terminate_is_idempotent_and_terminated_nodes_are_not_listed(harness: Harness) -> None:
+    pool = f"pool-{uuid.uuid4().hex[:8]}"
+    req = _request(harness, pool=pool)
+    node = harness.provider.create_node(req).node
+    harness.provider.terminate_node(harness.region, node.instance_id)
+    harness.provider.terminate_node(harness.region, node.instance_id)  # again: still fine
+    assert harness.instances_with_intent(req.intent_id) == 0
+    assert harness.provider.list_nodes(harness.region, {TAG_POOL: pool}) == []
+    assert not _live(harness.provider.describe_node(harness.region, node.instance_id))
+
+
+def test_terminate_unknown_instance_is_success(harness: Harness) -> None:
+    harness.provider.terminate_node(harness.region, harness.unknown_instance_id)
+
+
+def test_create_after_terminate_makes_a_new_instance(harness: Harness) -> None:
+    """An intent whose instance was terminated is not "found": the terminated one is gone."""
+    req = _request(harness)
+    old = harness.provider.create_node(req).node
+    harness.provider.terminate_node(harness.region, old.instance_id)
+    again = harness.provider.create_node(req)
+    assert again.created is True
+    assert again.node.instance_id != old.instance_id
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+# --- offerings -------------------------------------------------------------------------
+
+
+def test_offerings_cover_the_catalog_h100_h200_types_with_price_and_availability(
+    harness: Harness,
+) -> None:
+    offerings = harness.provider.list_offerings([harness.region])
+    assert offerings, "no offerings at all"
+    cloud = harness.provider.cloud
+    expected = {t.name for t in INSTANCE_TYPES if t.cloud == cloud and t.gpus == 8}
+    if not expected:  # the simulated cloud may use its own names; it must still offer H100
+        expected = {harness.instance_type}
+    names = {o.instance_type for o in offerings}
+    assert expected <= names, f"missing offerings: {sorted(expected - names)}"
+    for o in offerings:
+        assert o.region == harness.region
+        assert o.zone
+        assert o.price_usd_per_hour > 0
+        assert isinstance(o.available, bool)
+        assert o.available or o.reason, f"{o} is unavailable without a reason"
+    ours = [o for o in offerings if o.instance_type == harness.instance_type]
+    assert any(o.zone == harness.zone and o.available for o in ours)
+
+
+# --- injected faults: typed errors with scope -----------------------------------------
+
+
+def test_capacity_fault_is_capacity_unavailable_at_once(harness: Harness) -> None:
+    harness.inject("capacity", count=1, zone=harness.zone)
+    req = _request(harness)
+    with pytest.raises(CapacityUnavailable) as info:
+        harness.provider.create_node(req)
+    err = info.value
+    assert err.scope in (Scope.ZONE, Scope.REGION)
+    assert err.region == harness.region
+    if err.scope == Scope.ZONE:
+        assert err.zone == harness.zone
+    assert err.retryable is False
+    assert harness.instances_with_intent(req.intent_id) == 0
+    # One injected fault, one raise: the SDK did not retry the stockout behind our back (a
+    # retry would have consumed the fault and succeeded). The next create goes through.
+    assert harness.provider.create_node(req).created is True
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+def test_quota_fault_is_quota_exceeded_for_the_account_region(harness: Harness) -> None:
+    harness.inject("quota", count=1)
+    req = _request(harness)
+    with pytest.raises(QuotaExceeded) as info:
+        harness.provider.create_node(req)
+    assert info.value.scope == Scope.ACCOUNT_REGION
+    assert info.value.region == harness.region
+    assert harness.instances_with_intent(req.intent_id) == 0
+
+
+def test_auth_fault_is_auth_failed_for_the_account(harness: Harness) -> None:
+    harness.inject("auth", count=1)
+    req = _request(harness)
+    with pytest.raises(AuthFailed) as info:
+        harness.provider.create_node(req)
+    assert info.value.scope == Scope.ACCOUNT
+    assert harness.instances_with_intent(req.intent_id) == 0
+
+
+@pytest.mark.parametrize("fault", ["throttle", "transient"])
+def test_retryable_fault_below_the_budget_is_absorbed(harness: Harness, fault: str) -> None:
+    assert harness.retry_budget >= 2, "a retry budget of 1 means no retries at all"
+    harness.inject(fault, count=harness.retry_budget - 1)  # type: ignore[arg-type]
+    req = _request(harness)
+    result = harness.provider.create_node(req)
+    assert result.node.intent_id == req.intent_id
+    assert harness.instances_with_intent(req.intent_id) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"), [("throttle", Throttled), ("transient", TransientError)]
+)
+def test_retryable_fault_at_the_budget_raises_after_bounded_retries(
+    harness: Harness, fault: str, kind: type[ProviderError]
+) -> None:
+    harness.inject(fault, count=harness.retry_budget)  # type: ignore[arg-type]
+    req = _request(harness)
+    with pytest.raises(kind) as info:
+        harness.provider.create_node(req)
+    assert info.value.retryable is True
+    assert harness.instances_with_intent(req.intent_id) == 0
+    # The budget was spent on exactly the injected faults: the next create succeeds at once.
+    assert harness.provider.create_node(req).created is True
+
+
+# --- images and objects ----------------------------------------------------------------
+
+
+def test_image_create_describe_delete(harness: Harness) -> None:
+    source = harness.provider.create_node(_request(harness)).node
+    name = f"gpucap-contract-{uuid.uuid4().hex[:8]}"
+    image = harness.provider.create_image(harness.region, source.instance_id, name)
+    assert image.image_id
+    assert image.name == name
+    assert image.region == harness.region
+    assert image.state in ("pending", "available")
+    seen = harness.provider.describe_image(harness.region, image.image_id)
+    assert seen is not None
+    assert seen.image_id == image.image_id
+    assert seen.state in ("pending", "available")
+    harness.provider.delete_image(harness.region, image.image_id)
+    assert harness.provider.describe_image(harness.region, image.image_id) is None
+    harness.provider.delete_image(harness.region, image.image_id)  # idempotent
+
+
+def test_copy_object_is_server_side_and_exact(harness: Harness) -> None:
+    key = uuid.uuid4().hex[:8]
+    src = harness.object_uri(f"weights/{key}/model.safetensors")
+    dst = harness.object_uri(f"staged/{key}/model.safetensors")
+    payload = b"weights:" + uuid.uuid4().bytes * 64
+    harness.put_object(src, payload)
+    assert harness.get_object(dst) is None
+    harness.provider.copy_object(src, dst)
+    assert harness.get_object(dst) == payload
+    assert harness.get_object(src) == payload  # a copy, not a move
