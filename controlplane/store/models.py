@@ -174,7 +174,8 @@ class Node(Base):
     instance_id: Mapped[str | None] = mapped_column(String(255), index=True)
     state: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
-    attempts: Mapped[int] = mapped_column(default=0)
+    attempts: Mapped[int] = mapped_column(default=0)  # create calls made for this intent
+    last_attempt_at: Mapped[datetime | None]  # backoff after throttling / transient errors
     pending_at: Mapped[datetime]
     provisioning_at: Mapped[datetime | None]
     running_at: Mapped[datetime | None]
