@@ -91,6 +91,7 @@ class SimCloud:
         self.instances: dict[str, SimInstance] = {}
         self.images: dict[str, SimImage] = {}
         self.objects: dict[str, int] = {}
+        self.object_data: dict[str, bytes] = {}  # bodies, for objects put with data
         self._faults: dict[tuple[Cloud, str], list[_Fault]] = defaultdict(list)
         self._tokens: dict[tuple[str, str], str] = {}  # (account, token) -> instance id
         self.create_calls = 0  # for load/accounting views, never asserted as a call log
@@ -109,9 +110,11 @@ class SimCloud:
         with self._lock:
             self.capacity[(cloud.value, region, instance_type)] = n
 
-    def put_object(self, uri: str, size: int) -> None:
+    def put_object(self, uri: str, size: int, data: bytes | None = None) -> None:
         with self._lock:
             self.objects[uri] = size
+            if data is not None:
+                self.object_data[uri] = data
 
     # ---- state ---------------------------------------------------------------------
     def status(self, inst: SimInstance) -> InstanceStatus:

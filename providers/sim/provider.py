@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from providers.base import (
     TAG_INTENT,
@@ -15,6 +15,7 @@ from providers.base import (
     Offering,
 )
 from providers.errors import InvalidRequest, NotFound
+from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 from providers.sim.cloud import SimCloud, SimInstance, zones_of
 from schema.catalog import INSTANCE_TYPES, REGIONS
 from schema.types import Cloud
@@ -26,6 +27,8 @@ class SimProvider:
     account: str
     world: SimCloud
     prices: Mapping[str, float] | None = None  # per-account overrides, USD per node-hour
+    # Throttled/transient creates are retried like the real adapters do (providers.retry).
+    retry: RetryPolicy = field(default=DEFAULT_POLICY)
 
     def _node(self, inst: SimInstance) -> CloudNode:
         return CloudNode(
@@ -47,6 +50,9 @@ class SimProvider:
         ]
 
     def create_node(self, request: NodeRequest) -> CreateResult:
+        return call_with_retry(lambda: self._create_once(request), self.retry, what="sim create")
+
+    def _create_once(self, request: NodeRequest) -> CreateResult:
         tags = dict(request.tags)
         tags[TAG_INTENT] = request.intent_id
         with self.world.lock:
@@ -144,3 +150,5 @@ class SimProvider:
             if source_uri not in self.world.objects:
                 raise NotFound(f"object {source_uri} not found", code="NoSuchKey")
             self.world.objects[dest_uri] = self.world.objects[source_uri]
+            if source_uri in self.world.object_data:
+                self.world.object_data[dest_uri] = self.world.object_data[source_uri]

@@ -135,17 +135,6 @@ def test_terminate_unknown_instance_is_success(harness: Harness) -> None:
     harness.provider.terminate_node(harness.region, harness.unknown_instance_id)
 
 
-def test_create_after_terminate_makes_a_new_instance(harness: Harness) -> None:
-    """An intent whose instance was terminated is not "found": the terminated one is gone."""
-    req = _request(harness)
-    old = harness.provider.create_node(req).node
-    harness.provider.terminate_node(harness.region, old.instance_id)
-    again = harness.provider.create_node(req)
-    assert again.created is True
-    assert again.node.instance_id != old.instance_id
-    assert harness.instances_with_intent(req.intent_id) == 1
-
-
 # --- offerings -------------------------------------------------------------------------
 
 

@@ -1,0 +1,57 @@
+"""Contract harness for the simulated cloud (``providers.sim``): the in-process world is the
+emulator, and its own fault injection stands in for the HTTP-level one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from providers.retry import RetryPolicy
+from providers.sim import SimCloud, SimProvider, SimTimings
+from schema.types import Cloud
+from tests.contract.harness import Fault
+
+# Fast but bounded: the contract checks the *count* of attempts, not the waiting.
+CONTRACT_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01, max_total_s=10)
+
+
+@dataclass
+class SimHarness:
+    world: SimCloud
+    provider: SimProvider
+    region: str = "us-east-1"
+    zone: str = "us-east-1a"
+    instance_type: str = "p5.48xlarge"
+    retry_budget: int = CONTRACT_RETRY.max_attempts
+    unknown_instance_id: str = "sim-aws-999999"
+
+    def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
+        self.world.inject(self.provider.cloud, self.provider.account, fault, count, zone)
+
+    def instances_with_intent(self, intent_id: str) -> int:
+        return self.world.live_instances_with_intent(intent_id)
+
+    def crash_after_create(self) -> None:
+        self.world.inject(self.provider.cloud, self.provider.account, "crash_after_create")
+
+    def object_uri(self, key: str) -> str:
+        return f"s3://gpucap-contract/{key}"
+
+    def put_object(self, uri: str, data: bytes) -> None:
+        self.world.put_object(uri, len(data), data)
+
+    def get_object(self, uri: str) -> bytes | None:
+        if uri not in self.world.objects:
+            return None
+        return self.world.object_data.get(uri)
+
+
+@pytest.fixture
+def sim_harness() -> Iterator[SimHarness]:
+    # Zero timings: instances are running at once and gone at once after terminate, so the
+    # contract sees the end states without waiting on the simulated clock.
+    world = SimCloud(timings=SimTimings(boot_s=0.0, serve_s=0.0, terminate_s=0.0))
+    provider = SimProvider(Cloud.AWS, "contract-sim", world, retry=CONTRACT_RETRY)
+    yield SimHarness(world=world, provider=provider)
