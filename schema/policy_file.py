@@ -79,6 +79,12 @@ def _plain(node: Any) -> Any:
     return node
 
 
+def problems_from_validation_error(exc: ValidationError) -> list[Problem]:
+    """Pydantic's errors as :class:`Problem` s (field path + reason, no line numbers), for
+    callers that validate a policy fragment that did not come from a file (the gRPC API)."""
+    return [_from_pydantic(e) for e in exc.errors()]
+
+
 def _from_pydantic(err: Any) -> Problem:
     loc = tuple(err["loc"])
     # Drop pydantic's union/discriminator tags ("function-after[...]" etc.) from the path.

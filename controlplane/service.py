@@ -1,0 +1,962 @@
+"""The application layer: every change an operator or deployment tool makes goes through here.
+
+The gRPC server, the CLI's offline paths and the tests call this class; it owns validation
+(typed errors that name the field), the write transactions on the store, and the event log.
+It writes *spec* only (policies, accounts, pools' policy-derived fields, model specs and
+on-call overrides); status (replicas, nodes, decisions) belongs to the daemon's jobs and is
+only read here.
+
+Errors: :class:`schema.policy_file.PolicyError` for a bad policy file (every problem with
+line and field path), :class:`InvalidArgumentError` (field + reason), :class:`NotFoundError`,
+:class:`AlreadyExistsError`, :class:`FailedPreconditionError`. A failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from controlplane.pools import pools_for_policy
+from controlplane.store.db import Store
+from controlplane.store.models import (
+    Account,
+    Customer,
+    Event,
+    Node,
+    PolicyVersion,
+    Pool,
+    Replica,
+)
+from controlplane.store.models import Model as ModelRow
+from schema.policy import Model as ModelSpec
+from schema.policy import Policy, Problem, semantic_problems
+from schema.policy_file import (
+    LoadedPolicy,
+    parse_policy,
+    problems_from_validation_error,
+)
+from schema.types import TERMINAL_NODE_STATES, NodeState, Owner
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------------------
+# Errors
+
+
+class ServiceError(Exception):
+    """Base of the errors a caller caused (as opposed to a bug or an outage)."""
+
+
+class InvalidArgumentError(ServiceError):
+    """One or more request fields are invalid. ``violations`` lists (field, reason) pairs in
+    request order; ``field``/``reason`` are the first one."""
+
+    def __init__(self, field: str, reason: str, *more: tuple[str, str]) -> None:
+        self.violations: list[tuple[str, str]] = [(field, reason), *more]
+        self.field, self.reason = field, reason
+        super().__init__("; ".join(f"{f}: {r}" for f, r in self.violations))
+
+    @classmethod
+    def from_problems(cls, problems: Iterable[Problem], prefix: str = "") -> InvalidArgumentError:
+        pairs = [
+            (prefix + p.field if p.path else prefix.rstrip(".") or p.field, p.reason)
+            for p in problems
+        ]
+        return cls(*pairs[0], *pairs[1:])
+
+
+class NotFoundError(ServiceError):
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        super().__init__(f"{kind} {name!r} not found")
+
+
+class AlreadyExistsError(ServiceError):
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        super().__init__(f"{kind} {name!r} already exists")
+
+
+class FailedPreconditionError(ServiceError):
+    """The request is well-formed but the current state does not allow it."""
+
+
+# --------------------------------------------------------------------------------------
+# Read views (detached rows plus what was aggregated for them)
+
+
+@dataclass(frozen=True)
+class AppliedPolicy:
+    version: PolicyVersion
+    changed: bool  # False: identical to the active policy, no new version was written
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    version: PolicyVersion
+    active: bool
+
+
+@dataclass(frozen=True)
+class ModelView:
+    row: ModelRow
+    replicas_by_state: Mapping[str, int]
+
+    def _count(self, *states: NodeState) -> int:
+        return sum(self.replicas_by_state.get(s.value, 0) for s in states)
+
+    @property
+    def ready(self) -> int:
+        return self._count(NodeState.READY)
+
+    @property
+    def starting(self) -> int:
+        return self._count(NodeState.RUNNING)
+
+    @property
+    def provisioning(self) -> int:
+        return self._count(NodeState.PENDING, NodeState.PROVISIONING)
+
+    @property
+    def draining(self) -> int:
+        return self._count(NodeState.DRAINING, NodeState.TERMINATING)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    row: Node
+    model: str
+
+
+@dataclass(frozen=True)
+class PoolView:
+    row: Pool
+    nodes_by_state: Mapping[str, int]
+
+
+@dataclass
+class JobTick:
+    """What the daemon last saw of one periodic job (kept in memory; the daemon restarts
+    with none, which is the truth: no tick has run in this process yet)."""
+
+    job: str
+    last_started_at: datetime | None = None
+    last_duration_s: float = 0.0
+    last_error: str = ""
+    runs: int = 0
+    failures: int = 0
+
+
+@dataclass(frozen=True)
+class StatusView:
+    version: str
+    started_at: datetime
+    uptime_s: float
+    customers: int
+    models: int
+    pools: int
+    nodes_by_state: Mapping[str, int]
+    jobs: list[JobTick] = field(default_factory=list)
+    last_event_id: int = 0
+
+
+# Which ModelSpec fields an UpdateModel mask may name (top level only).
+UPDATABLE_MODEL_FIELDS = frozenset(ModelSpec.model_fields) - {"name"}
+MAX_EVENTS_PER_PAGE = 1000
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gpucap")
+    except metadata.PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+class ControlPlaneService:
+    """Typed operations over the store. Thread-safe: writes are serialised by one lock (a
+    daemon has one writer process; the lock keeps policy versions gap- and race-free)."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = _utcnow) -> None:
+        self.store = store
+        self._clock = clock
+        self._write_lock = threading.RLock()
+        self._ticks_lock = threading.Lock()
+        self._ticks: dict[str, JobTick] = {}
+        self.started_at = clock()
+
+    # ---------------------------------------------------------------- policies
+
+    def validate_policy(self, text: str, source: str = "<policy>") -> LoadedPolicy:
+        """Parse and validate without touching the store; raise PolicyError on problems."""
+        return parse_policy(text, source=source or "<policy>")
+
+    def apply_policy(self, text: str, source: str, applied_by: str) -> PolicyVersion:
+        return self.apply_policy_result(text, source, applied_by).version
+
+    def apply_policy_result(self, text: str, source: str, applied_by: str) -> AppliedPolicy:
+        """Validate, then in one transaction: upsert the customer, record a new policy
+        version (unless identical to the active one), make it active, and sync accounts,
+        pools and policy-managed models. A bad policy raises PolicyError and changes nothing.
+        """
+        loaded = parse_policy(text, source=source or "<policy>")
+        policy = loaded.policy
+        with self._write_lock, self.store.session() as s:
+            now = self._clock()
+            cust = s.get(Customer, policy.customer)
+            if cust is None:
+                cust = Customer(name=policy.customer, created_at=now)
+                s.add(cust)
+                s.flush()
+                _event(
+                    s,
+                    now,
+                    "customer.created",
+                    f"customer {policy.customer} created",
+                    customer=policy.customer,
+                )
+            active = s.get(PolicyVersion, cust.active_policy_id) if cust.active_policy_id else None
+            if active is not None and active.sha256 == loaded.sha256:
+                return AppliedPolicy(active, changed=False)
+            last = s.scalar(
+                select(func.max(PolicyVersion.version)).where(
+                    PolicyVersion.customer == policy.customer
+                )
+            )
+            row = PolicyVersion(
+                customer=policy.customer,
+                version=(last or 0) + 1,
+                raw_yaml=loaded.raw,
+                sha256=loaded.sha256,
+                applied_by=applied_by or "unknown",
+                applied_at=now,
+                source=source or "",
+            )
+            s.add(row)
+            s.flush()
+            cust.active_policy_id = row.id
+            _sync_accounts(s, policy)
+            _sync_policy_models(s, policy, now)
+            _sync_pools(s, policy, now)
+            _event(
+                s,
+                now,
+                "policy.applied",
+                f"policy v{row.version} of {policy.customer} applied by {row.applied_by} "
+                f"(sha256 {loaded.sha256[:12]}, {len(policy.models)} models, "
+                f"{len(policy.accounts)} accounts)",
+                customer=policy.customer,
+            )
+            return AppliedPolicy(row, changed=True)
+
+    def get_policy(self, customer: str | None = None, version: int | None = None) -> PolicyView:
+        with self.store.session() as s:
+            cust = self._resolve_customer(s, customer)
+            if version is None:
+                if cust.active_policy_id is None:
+                    raise NotFoundError("policy of customer", cust.name)
+                row = s.get(PolicyVersion, cust.active_policy_id)
+            else:
+                row = s.scalar(
+                    select(PolicyVersion).where(
+                        PolicyVersion.customer == cust.name, PolicyVersion.version == version
+                    )
+                )
+            if row is None:
+                raise NotFoundError("policy version", f"{cust.name} v{version}")
+            return PolicyView(row, active=row.id == cust.active_policy_id)
+
+    def active_policy(self, customer: str) -> Policy | None:
+        """The customer's active policy, parsed (for the daemon's jobs)."""
+        with self.store.session() as s:
+            cust = s.get(Customer, customer)
+            if cust is None or cust.active_policy_id is None:
+                return None
+            row = s.get(PolicyVersion, cust.active_policy_id)
+            assert row is not None  # FK guarantees it
+            return parse_policy(row.raw_yaml, source=row.source or "<policy>").policy
+
+    # ---------------------------------------------------------------- models
+
+    def deploy_model(self, customer: str, spec: Mapping[str, Any]) -> ModelView:
+        """Create a model through the API. It must fit the customer's active policy."""
+        model = _validate_model_spec(spec)
+
+        def do(s: Session) -> ModelView:
+            policy = self._policy_of(s, customer)
+            row = _find_model(s, customer, model.name)
+            if row is not None and row.deleted_at is None:
+                raise AlreadyExistsError("model", f"{customer}/{model.name}")
+            _check_fits(policy, model, _api_models(s, customer, exclude=model.name))
+            now = self._clock()
+            spec_json = model.model_dump(mode="json")
+            if row is None:
+                row = ModelRow(
+                    customer=customer,
+                    name=model.name,
+                    spec=spec_json,
+                    source="api",
+                    created_at=now,
+                    updated_at=now,
+                )
+                s.add(row)
+            else:  # re-deploying a deleted model reuses its row (and its history)
+                row.spec, row.source, row.deleted_at, row.updated_at = spec_json, "api", None, now
+            s.flush()
+            _sync_pools(s, policy, now)
+            _event(
+                s,
+                now,
+                "model.deployed",
+                f"model {model.name} deployed through the API "
+                f"(replicas {model.min_replicas}..{model.max_replicas})",
+                customer=customer,
+                model=model.name,
+            )
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+        return self._write(do)
+
+    def update_model(
+        self, customer: str, spec: Mapping[str, Any], update_mask: Iterable[str] = ()
+    ) -> ModelView:
+        """Change an API-managed model: the fields named in ``update_mask`` (top-level spec
+        fields), or the whole spec when the mask is empty."""
+        mask = list(update_mask)
+        name = spec.get("name") or ""
+        if not name:
+            raise InvalidArgumentError("spec.name", "required: names the model to update")
+        for i, path in enumerate(mask):
+            if path not in UPDATABLE_MODEL_FIELDS:
+                raise InvalidArgumentError(
+                    f"update_mask.paths[{i}]",
+                    f"{path!r} is not an updatable model field "
+                    f"(one of: {', '.join(sorted(UPDATABLE_MODEL_FIELDS))})",
+                )
+
+        def do(s: Session) -> ModelView:
+            policy = self._policy_of(s, customer)
+            row = self._live_model(s, customer, name)
+            _require_api_managed(row, "update")
+            if mask:
+                merged = dict(row.spec)
+                for path in mask:
+                    if path in spec:
+                        merged[path] = spec[path]
+                    else:  # named but unset: back to the default
+                        merged.pop(path, None)
+            else:
+                merged = dict(spec)
+            model = _validate_model_spec(merged)
+            _check_fits(policy, model, _api_models(s, customer, exclude=name))
+            now = self._clock()
+            new_spec = model.model_dump(mode="json")
+            if new_spec == row.spec:
+                return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+            changed = sorted(k for k in new_spec if new_spec.get(k) != row.spec.get(k))
+            row.spec, row.updated_at = new_spec, now
+            s.flush()
+            _sync_pools(s, policy, now)
+            _event(
+                s,
+                now,
+                "model.updated",
+                f"model {name} updated: {', '.join(changed)}",
+                customer=customer,
+                model=name,
+            )
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+        return self._write(do)
+
+    def delete_model(self, customer: str, name: str) -> ModelView:
+        """Mark an API-managed model deleted; the reconciler drains its replicas."""
+
+        def do(s: Session) -> ModelView:
+            row = self._live_model(s, customer, name)
+            _require_api_managed(row, "delete")
+            now = self._clock()
+            row.deleted_at = row.updated_at = now
+            s.flush()
+            policy = self._policy_of(s, customer)
+            _sync_pools(s, policy, now)
+            _event(
+                s,
+                now,
+                "model.deleted",
+                f"model {name} deleted through the API; its replicas will drain",
+                customer=customer,
+                model=name,
+            )
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+        return self._write(do)
+
+    def get_model(self, customer: str, name: str) -> ModelView:
+        _require("customer", customer)
+        _require("name", name)
+        with self.store.session() as s:
+            row = _find_model(s, customer, name)
+            if row is None:
+                raise NotFoundError("model", f"{customer}/{name}")
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+    def list_models(
+        self, customer: str | None = None, *, include_deleted: bool = False
+    ) -> list[ModelView]:
+        with self.store.session() as s:
+            q = select(ModelRow).order_by(ModelRow.customer, ModelRow.name)
+            if customer:
+                q = q.where(ModelRow.customer == customer)
+            if not include_deleted:
+                q = q.where(ModelRow.deleted_at.is_(None))
+            rows = list(s.scalars(q))
+            counts = _replica_counts(s, [r.id for r in rows])
+            return [ModelView(r, counts.get(r.id, {})) for r in rows]
+
+    # ---------------------------------------------------------------- on-call overrides
+
+    def pin_model(self, customer: str, name: str, replicas: int | None) -> ModelView:
+        """Pin a model's replica count (bypasses the autoscaler); ``None`` removes the pin."""
+        if replicas is not None and replicas < 0:
+            raise InvalidArgumentError("replicas", f"must be >= 0 (got {replicas})")
+
+        def do(s: Session) -> ModelView:
+            row = self._live_model(s, customer, name)
+            if replicas is not None and replicas > row.spec.get("max_replicas", 0):
+                raise InvalidArgumentError(
+                    "replicas",
+                    f"{replicas} is above the model's max_replicas "
+                    f"({row.spec.get('max_replicas')}); raise max_replicas first",
+                )
+            if row.pinned_replicas == replicas:
+                return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+            now = self._clock()
+            row.pinned_replicas, row.updated_at = replicas, now
+            s.flush()
+            msg = (
+                f"model {name} pinned to {replicas} replicas"
+                if replicas is not None
+                else f"model {name} unpinned; the autoscaler decides again"
+            )
+            _event(
+                s,
+                now,
+                "model.pinned" if replicas is not None else "model.unpinned",
+                msg,
+                customer=customer,
+                model=name,
+                severity="warning",
+            )
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+        return self._write(do)
+
+    def pause_model(self, customer: str, name: str, paused: bool) -> ModelView:
+        """Pause (hold the current replica count) or resume the autoscaler for one model."""
+
+        def do(s: Session) -> ModelView:
+            row = self._live_model(s, customer, name)
+            if row.paused != paused:
+                now = self._clock()
+                row.paused, row.updated_at = paused, now
+                s.flush()
+                verb = "paused" if paused else "resumed"
+                _event(
+                    s,
+                    now,
+                    f"model.{verb}",
+                    f"autoscaler {verb} for model {name}",
+                    customer=customer,
+                    model=name,
+                    severity="warning" if paused else "info",
+                )
+            return ModelView(row, _replica_counts(s, [row.id]).get(row.id, {}))
+
+        return self._write(do)
+
+    def cordon_pool(self, pool_id: str, cordoned: bool, reason: str = "") -> PoolView:
+        """Cordon (no new replicas are placed there) or uncordon one pool."""
+        _require("pool_id", pool_id)
+
+        def do(s: Session) -> PoolView:
+            pool = s.get(Pool, pool_id)
+            if pool is None:
+                raise NotFoundError("pool", pool_id)
+            if pool.cordoned != cordoned:
+                now = self._clock()
+                pool.cordoned = cordoned
+                s.flush()
+                verb = "cordoned" if cordoned else "uncordoned"
+                _event(
+                    s,
+                    now,
+                    f"pool.{verb}",
+                    f"pool {pool_id} {verb}" + (f": {reason}" if reason else ""),
+                    customer=pool.customer,
+                    severity="warning" if cordoned else "info",
+                )
+            return PoolView(pool, _pool_node_counts(s, [pool.id]).get(pool.id, {}))
+
+        return self._write(do)
+
+    # ---------------------------------------------------------------- fleet
+
+    def list_nodes(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        states: Iterable[str] = (),
+        pool_id: str | None = None,
+        *,
+        include_terminal: bool = False,
+    ) -> list[NodeView]:
+        wanted = list(states)
+        known = {s.value for s in NodeState}
+        for i, st in enumerate(wanted):
+            if st not in known:
+                raise InvalidArgumentError(
+                    f"states[{i}]", f"unknown node state {st!r} (one of: {', '.join(known)})"
+                )
+        with self.store.session() as s:
+            q = (
+                select(Node, ModelRow.name)
+                .join(Replica, Node.replica_id == Replica.id, isouter=True)
+                .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
+                .order_by(Node.customer, Node.pending_at, Node.id)
+            )
+            if customer:
+                q = q.where(Node.customer == customer)
+            if model:
+                q = q.where(ModelRow.name == model)
+            if pool_id:
+                q = q.where(Node.pool_id == pool_id)
+            if wanted:
+                q = q.where(Node.state.in_(wanted))
+            elif not include_terminal:
+                q = q.where(Node.state.not_in([st.value for st in TERMINAL_NODE_STATES]))
+            return [NodeView(node, name or "") for node, name in s.execute(q)]
+
+    def list_pools(
+        self,
+        customer: str | None = None,
+        cloud: str | None = None,
+        *,
+        include_inactive: bool = False,
+    ) -> list[PoolView]:
+        with self.store.session() as s:
+            q = select(Pool).order_by(Pool.customer, Pool.tier, Pool.price_usd_per_hour, Pool.id)
+            if customer:
+                q = q.where(Pool.customer == customer)
+            if cloud:
+                q = q.where(Pool.cloud == cloud)
+            if not include_inactive:
+                q = q.where(Pool.active.is_(True))
+            pools = list(s.scalars(q))
+            counts = _pool_node_counts(s, [p.id for p in pools])
+            return [PoolView(p, counts.get(p.id, {})) for p in pools]
+
+    # ---------------------------------------------------------------- daemon status, events
+
+    def record_tick(
+        self, job: str, started_at: datetime, duration_s: float, error: str | None = None
+    ) -> None:
+        """Called by the daemon after every job tick; shown by ``gpucap status``."""
+        with self._ticks_lock:
+            tick = self._ticks.setdefault(job, JobTick(job))
+            tick.last_started_at, tick.last_duration_s = started_at, duration_s
+            tick.last_error = error or ""
+            tick.runs += 1
+            tick.failures += 1 if error else 0
+
+    def status(self) -> StatusView:
+        now = self._clock()
+        with self.store.session() as s:
+            customers = s.scalar(select(func.count()).select_from(Customer)) or 0
+            models = (
+                s.scalar(
+                    select(func.count()).select_from(ModelRow).where(ModelRow.deleted_at.is_(None))
+                )
+                or 0
+            )
+            pools = (
+                s.scalar(select(func.count()).select_from(Pool).where(Pool.active.is_(True))) or 0
+            )
+            nodes = {
+                st: n for st, n in s.execute(select(Node.state, func.count()).group_by(Node.state))
+            }
+            last_event = s.scalar(select(func.max(Event.id))) or 0
+        with self._ticks_lock:
+            jobs = [JobTick(**vars(t)) for _, t in sorted(self._ticks.items())]
+        return StatusView(
+            version=_version(),
+            started_at=self.started_at,
+            uptime_s=max(0.0, (now - self.started_at).total_seconds()),
+            customers=customers,
+            models=models,
+            pools=pools,
+            nodes_by_state=nodes,
+            jobs=jobs,
+            last_event_id=last_event,
+        )
+
+    def record_event(
+        self,
+        kind: str,
+        message: str,
+        *,
+        customer: str | None = None,
+        model: str | None = None,
+        node: str | None = None,
+        severity: str = "info",
+    ) -> None:
+        with self.store.session() as s:
+            _event(
+                s,
+                self._clock(),
+                kind,
+                message,
+                customer=customer,
+                model=model,
+                node=node,
+                severity=severity,
+            )
+
+    def events(
+        self,
+        since_id: int = 0,
+        limit: int = 100,
+        *,
+        customer: str | None = None,
+        model: str | None = None,
+    ) -> list[Event]:
+        """Events with id > ``since_id``, oldest first, at most ``limit``. With
+        ``since_id == 0`` the *newest* ``limit`` events (what ``tail`` shows)."""
+        if since_id < 0:
+            raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
+        if limit < 0:
+            raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
+        limit = min(limit or 100, MAX_EVENTS_PER_PAGE)
+        with self.store.session() as s:
+            q = select(Event)
+            if customer:
+                q = q.where(Event.customer == customer)
+            if model:
+                q = q.where(Event.model == model)
+            if since_id:
+                return list(s.scalars(q.where(Event.id > since_id).order_by(Event.id).limit(limit)))
+            newest = list(s.scalars(q.order_by(Event.id.desc()).limit(limit)))
+            return newest[::-1]
+
+    # ---------------------------------------------------------------- helpers
+
+    def _write(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in a write transaction; retry when a daemon job updated the same row
+        between our read and our write (optimistic version check, StaleDataError)."""
+        for attempt in range(3):
+            try:
+                with self._write_lock, self.store.session() as s:
+                    return fn(s)
+            except StaleDataError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _resolve_customer(self, s: Session, customer: str | None) -> Customer:
+        if customer:
+            cust = s.get(Customer, customer)
+            if cust is None:
+                raise NotFoundError("customer", customer)
+            return cust
+        names = list(s.scalars(select(Customer.name).order_by(Customer.name)))
+        if len(names) == 1:
+            cust = s.get(Customer, names[0])
+            assert cust is not None
+            return cust
+        if not names:
+            raise NotFoundError("customer", "(none: no policy has been applied yet)")
+        raise InvalidArgumentError(
+            "customer", f"required when there are several customers ({', '.join(names)})"
+        )
+
+    def _policy_of(self, s: Session, customer: str) -> Policy:
+        _require("customer", customer)
+        cust = s.get(Customer, customer)
+        if cust is None or cust.active_policy_id is None:
+            raise NotFoundError("customer", customer)
+        row = s.get(PolicyVersion, cust.active_policy_id)
+        assert row is not None
+        return parse_policy(row.raw_yaml, source=row.source or "<policy>").policy
+
+    def _live_model(self, s: Session, customer: str, name: str) -> ModelRow:
+        _require("customer", customer)
+        _require("name", name)
+        row = _find_model(s, customer, name)
+        if row is None or row.deleted_at is not None:
+            raise NotFoundError("model", f"{customer}/{name}")
+        return row
+
+
+# --------------------------------------------------------------------------------------
+# Module helpers (all run inside the caller's transaction)
+
+
+def _require(field_name: str, value: str | None) -> None:
+    if not value:
+        raise InvalidArgumentError(field_name, "required")
+
+
+def _event(
+    s: Session,
+    at: datetime,
+    kind: str,
+    message: str,
+    *,
+    customer: str | None = None,
+    model: str | None = None,
+    node: str | None = None,
+    severity: str = "info",
+) -> None:
+    s.add(
+        Event(
+            at=at,
+            kind=kind,
+            severity=severity,
+            customer=customer,
+            model=model,
+            node=node,
+            message=message,
+        )
+    )
+
+
+def _find_model(s: Session, customer: str, name: str) -> ModelRow | None:
+    return s.scalar(select(ModelRow).where(ModelRow.customer == customer, ModelRow.name == name))
+
+
+def _api_models(s: Session, customer: str, exclude: str | None = None) -> list[ModelSpec]:
+    rows = s.scalars(
+        select(ModelRow).where(
+            ModelRow.customer == customer,
+            ModelRow.source == "api",
+            ModelRow.deleted_at.is_(None),
+        )
+    )
+    return [ModelSpec.model_validate(r.spec) for r in rows if r.name != exclude]
+
+
+def _require_api_managed(row: ModelRow, verb: str) -> None:
+    if row.source != "api":
+        raise FailedPreconditionError(
+            f"model {row.customer}/{row.name} is managed by the customer's policy file; "
+            f"{verb} it there and run `gpucap policy apply`"
+        )
+
+
+def _validate_model_spec(spec: Mapping[str, Any]) -> ModelSpec:
+    try:
+        return ModelSpec.model_validate(dict(spec))
+    except ValidationError as exc:
+        raise InvalidArgumentError.from_problems(
+            problems_from_validation_error(exc), prefix="spec."
+        ) from exc
+
+
+def _check_fits(policy: Policy, model: ModelSpec, api_models: list[ModelSpec]) -> None:
+    """The model must be acceptable inside the customer's policy: the same checks a policy
+    file gets (clouds and regions the accounts allow, bounds, shapes), plus at least one
+    pool that offers one of its shapes."""
+    others = [m for m in policy.models if m.name != model.name]
+    if len(others) != len(policy.models):
+        raise AlreadyExistsError(
+            "model (managed by the policy file)", f"{policy.customer}/{model.name}"
+        )
+    candidate = policy.model_copy(update={"models": [*others, *api_models, model]})
+    index = len(candidate.models) - 1
+    mine = [
+        Problem(p.path[2:], p.reason)
+        for p in semantic_problems(candidate)
+        if p.path[:2] == ("models", index)
+    ]
+    if mine:
+        raise InvalidArgumentError.from_problems(mine, prefix="spec.")
+    alone = policy.model_copy(update={"models": [model]})
+    allowed_clouds = set(model.clouds) or {a.cloud for a in policy.accounts}
+    usable = [
+        p
+        for p in pools_for_policy(alone)
+        if p.cloud in allowed_clouds
+        and (not model.regions or p.region in model.regions)
+        and (p.owner != Owner.SHARED or _may_overflow(policy, model.name))
+    ]
+    if not usable:
+        shapes = ", ".join(o.shape for o in model.shapes)
+        raise InvalidArgumentError(
+            "spec.shapes",
+            f"no account of customer {policy.customer} offers {shapes} in the model's allowed "
+            "clouds and regions",
+        )
+
+
+def _may_overflow(policy: Policy, model: str) -> bool:
+    o = policy.overflow
+    return o.enabled and (not o.models or model in o.models)
+
+
+def _sync_accounts(s: Session, policy: Policy) -> None:
+    existing = {
+        a.name: a for a in s.scalars(select(Account).where(Account.customer == policy.customer))
+    }
+    for acct in policy.accounts:
+        row = existing.pop(acct.name, None)
+        if row is None:
+            row = Account(customer=policy.customer, name=acct.name)
+            s.add(row)
+        row.cloud, row.owner = acct.cloud.value, acct.owner.value
+        row.regions = {"regions": list(acct.regions)}
+        row.credentials_ref = acct.credentials.model_dump(mode="json", exclude_none=True)
+        if row.external_id is None and acct.cloud == "aws" and acct.owner == Owner.CUSTOMER:
+            # The ExternalId is gpucap's, per customer account (confused-deputy protection);
+            # it is never taken from the customer's file.
+            row.external_id = f"gpucap-{uuid.uuid4().hex}"
+    for row in existing.values():
+        s.delete(row)
+
+
+def _sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
+    rows = {
+        r.name: r for r in s.scalars(select(ModelRow).where(ModelRow.customer == policy.customer))
+    }
+    for m in policy.models:
+        spec = m.model_dump(mode="json")
+        row = rows.pop(m.name, None)
+        if row is None:
+            s.add(
+                ModelRow(
+                    customer=policy.customer,
+                    name=m.name,
+                    spec=spec,
+                    source="policy",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            _event(
+                s,
+                now,
+                "model.deployed",
+                f"model {m.name} deployed by the policy",
+                customer=policy.customer,
+                model=m.name,
+            )
+        elif row.spec != spec or row.source != "policy" or row.deleted_at is not None:
+            was = "deleted" if row.deleted_at is not None else row.source
+            row.spec, row.source, row.deleted_at, row.updated_at = spec, "policy", None, now
+            _event(
+                s,
+                now,
+                "model.updated",
+                f"model {m.name} updated by the policy (was {was})",
+                customer=policy.customer,
+                model=m.name,
+            )
+    for row in rows.values():
+        if row.source == "policy" and row.deleted_at is None:
+            row.deleted_at = row.updated_at = now
+            _event(
+                s,
+                now,
+                "model.deleted",
+                f"model {row.name} removed from the policy; its replicas will drain",
+                customer=policy.customer,
+                model=row.name,
+            )
+    s.flush()
+
+
+def _sync_pools(s: Session, policy: Policy, now: datetime) -> None:
+    """Pools follow the policy's accounts and the shapes of every live model (policy- and
+    API-managed). Pools no longer allowed are deactivated, never deleted: nodes may still
+    run there and refer to them."""
+    models = [*policy.models, *_api_models(s, policy.customer)]
+    specs = {p.id: p for p in pools_for_policy(policy.model_copy(update={"models": models}))}
+    rows = {p.id: p for p in s.scalars(select(Pool).where(Pool.customer == policy.customer))}
+    added, removed = [], []
+    for pid, spec in specs.items():
+        row = rows.get(pid)
+        if row is None:
+            row = Pool(id=pid, customer=spec.customer)
+            s.add(row)
+            added.append(pid)
+        elif not row.active:
+            added.append(pid)
+        row.account, row.cloud, row.owner = spec.account, spec.cloud.value, spec.owner.value
+        row.region, row.instance_type, row.gpu_shape = (
+            spec.region,
+            spec.instance_type,
+            spec.gpu_shape,
+        )
+        row.tier, row.committed, row.reservation = spec.tier.value, spec.committed, spec.reservation
+        row.price_usd_per_hour, row.active = spec.price_usd_per_hour, True
+    for pid, row in rows.items():
+        if pid not in specs and row.active:
+            row.active = False
+            removed.append(pid)
+    if added or removed:
+        parts = [
+            f"{len(added)} added" if added else "",
+            f"{len(removed)} deactivated" if removed else "",
+        ]
+        _event(
+            s,
+            now,
+            "pools.changed",
+            f"pools of {policy.customer}: "
+            + ", ".join(p for p in parts if p)
+            + (f" (deactivated: {', '.join(removed)})" if removed else ""),
+            customer=policy.customer,
+        )
+    s.flush()
+
+
+def _replica_counts(s: Session, model_ids: list[int]) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    if not model_ids:
+        return out
+    terminal = [st.value for st in TERMINAL_NODE_STATES]
+    q = (
+        select(Replica.model_id, Replica.state, func.count())
+        .where(Replica.model_id.in_(model_ids), Replica.state.not_in(terminal))
+        .group_by(Replica.model_id, Replica.state)
+    )
+    for mid, state, n in s.execute(q):
+        out.setdefault(mid, {})[state] = n
+    return out
+
+
+def _pool_node_counts(s: Session, pool_ids: list[str]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    if not pool_ids:
+        return out
+    terminal = [st.value for st in TERMINAL_NODE_STATES]
+    q = (
+        select(Node.pool_id, Node.state, func.count())
+        .where(Node.pool_id.in_(pool_ids), Node.state.not_in(terminal))
+        .group_by(Node.pool_id, Node.state)
+    )
+    for pid, state, n in s.execute(q):
+        out.setdefault(pid, {})[state] = n
+    return out
