@@ -74,15 +74,16 @@ def _install(raw: Path, out_dir: Path) -> list[Path]:
 
 def _fix_imports(text: str, top_packages: list[str]) -> str:
     for top in top_packages:
+        prefix = f"{GEN_PACKAGE}.{top}"
         text = re.sub(
-            rf"^(\s*)from {re.escape(top)}(\.[\w.]+)? import ",
-            lambda m, top=top: f"{m[1]}from {GEN_PACKAGE}.{top}{m[2] or ''} import ",
+            rf"^(\s*)from {re.escape(top)}((?:\.\w+)*) import ",
+            rf"\1from {prefix}\2 import ",
             text,
             flags=re.MULTILINE,
         )
         text = re.sub(
-            rf"^(\s*)import {re.escape(top)}(\.[\w.]+)",
-            lambda m, top=top: f"{m[1]}import {GEN_PACKAGE}.{top}{m[2]}",
+            rf"^(\s*)import {re.escape(top)}((?:\.\w+)+)",
+            rf"\1import {prefix}\2",
             text,
             flags=re.MULTILINE,
         )
