@@ -14,7 +14,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -25,6 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from controlplane.store.types import UTCDateTime
 
 # Every constraint gets a deterministic name, identical on SQLite and PostgreSQL, so a later
 # migration can drop or alter it by name (SQLite batch mode cannot address unnamed ones).
@@ -39,7 +40,8 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+    # UTCDateTime: aware UTC datetimes back from SQLite too (see store/types.py).
+    type_annotation_map = {dict[str, Any]: JSON, datetime: UTCDateTime()}
 
 
 class Customer(Base):
