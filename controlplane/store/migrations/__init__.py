@@ -1,0 +1,1 @@
+"""Alembic migration environment and revisions for the gpucap store."""
