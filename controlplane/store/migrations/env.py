@@ -20,6 +20,7 @@ rebuilds (https://www.sqlite.org/lang_altertable.html, "other kinds of table sch
 
 from __future__ import annotations
 
+from logging.config import fileConfig
 from typing import Any, Literal
 
 from alembic import context
@@ -32,6 +33,10 @@ from controlplane.store.types import UTCDateTime
 
 config = context.config
 target_metadata = Base.metadata
+
+# Only the developer's alembic.ini configures logging; gpucap's own callers keep theirs.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _url() -> str:
