@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
@@ -46,6 +46,20 @@ def load_policy_file(path: str | Path) -> LoadedPolicy:
 
 def parse_policy(text: str, source: str = "<policy>") -> LoadedPolicy:
     """Parse and validate; raise :class:`PolicyError` listing every problem found."""
+    policy, doc = parse_yaml_model(text, Policy, source)
+    problems = [_locate(doc, p, source) for p in semantic_problems(policy)]
+    if problems:
+        raise PolicyError(problems)
+    return LoadedPolicy(policy, text, hashlib.sha256(text.encode()).hexdigest(), source)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, CommentedMap]:
+    """Parse YAML text into ``model``; every problem (syntax, type, unknown field, range)
+    becomes a :class:`Problem` with file, line and field path. Used for every gpucap YAML
+    file (policies, the daemon config, account files) so they all report errors alike."""
     yaml = YAML(typ="rt")
     try:
         doc = yaml.load(text)
@@ -60,15 +74,10 @@ def parse_policy(text: str, source: str = "<policy>") -> LoadedPolicy:
     if not isinstance(doc, CommentedMap):
         kind = "empty" if doc is None else type(doc).__name__
         raise PolicyError([Problem((), f"expected a mapping at top level, got {kind}", source, 1)])
-
     try:
-        policy = Policy.model_validate(_plain(doc))
+        return model.model_validate(_plain(doc)), doc
     except ValidationError as exc:
         raise PolicyError([_locate(doc, _from_pydantic(e), source) for e in exc.errors()]) from exc
-    problems = [_locate(doc, p, source) for p in semantic_problems(policy)]
-    if problems:
-        raise PolicyError(problems)
-    return LoadedPolicy(policy, text, hashlib.sha256(text.encode()).hexdigest(), source)
 
 
 def _plain(node: Any) -> Any:
