@@ -1,0 +1,114 @@
+"""AMIs: CreateImage / DescribeImages / DeregisterImage (clouds.md §B).
+
+``create_image`` snapshots the instance's EBS volumes (instance-store NVMe is not captured)
+and tags the AMI and its snapshots as gpucap's, so garbage collection can find them.
+``delete_image`` deregisters the AMI *and* deletes its snapshots, which otherwise keep
+costing money after the AMI is gone. Both deletion steps tolerate "already gone".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from providers.aws.errors import from_botocore
+from providers.aws.session import AwsSession
+from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
+from providers.errors import NotFound
+
+_STATE = {"pending": "pending", "available": "available"}  # anything else: failed/gone
+_GONE = frozenset({"deregistered", "disabled"})
+
+# The default base GPU AMI when an account names none for a region: AWS's Deep Learning
+# Base AMI (NVIDIA driver, CUDA, EFA), newest first.
+BASE_IMAGE_OWNER = "amazon"
+BASE_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
+
+
+def create_image(
+    sess: AwsSession, region: str, source_instance_id: str, name: str, tags: Mapping[str, str]
+) -> Image:
+    all_tags = {**tags, TAG_MANAGED: MANAGED_VALUE}
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(all_tags.items())]
+    ec2 = sess.client("ec2", region)
+    try:
+        resp = ec2.create_image(
+            InstanceId=source_instance_id,
+            Name=name,
+            # A reboot gives a consistent filesystem; the source is a bake node, not a
+            # serving one (clouds.md §B: NoReboot risks an inconsistent image).
+            NoReboot=False,
+            TagSpecifications=[
+                {"ResourceType": "image", "Tags": tag_list},
+                {"ResourceType": "snapshot", "Tags": tag_list},
+            ],
+        )
+    except Exception as exc:
+        raise from_botocore(exc, region=region) from exc
+    found = describe_image(sess, region, resp["ImageId"])
+    return found or Image(resp["ImageId"], name, region, "pending")
+
+
+def describe_image(sess: AwsSession, region: str, image_id: str) -> Image | None:
+    raw = _describe_raw(sess, region, image_id)
+    if raw is None:
+        return None
+    return Image(
+        image_id=raw["ImageId"],
+        name=str(raw.get("Name", "")),
+        region=region,
+        state=_STATE.get(str(raw.get("State")), "failed"),
+    )
+
+
+def delete_image(sess: AwsSession, region: str, image_id: str) -> None:
+    raw = _describe_raw(sess, region, image_id)
+    if raw is None:
+        return
+    snapshots = [
+        m["Ebs"]["SnapshotId"]
+        for m in raw.get("BlockDeviceMappings", []) or []
+        if m.get("Ebs", {}).get("SnapshotId")
+    ]
+    ec2 = sess.client("ec2", region)
+    for call, kwargs in [(ec2.deregister_image, {"ImageId": image_id})] + [
+        (ec2.delete_snapshot, {"SnapshotId": s}) for s in snapshots
+    ]:
+        try:
+            call(**kwargs)
+        except Exception as exc:
+            err = from_botocore(exc, region=region)
+            if not isinstance(err, NotFound):
+                raise err from exc
+
+
+def find_base_image(sess: AwsSession, region: str) -> str | None:
+    """The newest default base GPU AMI in ``region``, or None when there is none."""
+    ec2 = sess.client("ec2", region)
+    try:
+        images = ec2.describe_images(
+            Owners=[BASE_IMAGE_OWNER],
+            Filters=[
+                {"Name": "name", "Values": [BASE_IMAGE_NAME]},
+                {"Name": "state", "Values": ["available"]},
+            ],
+        )["Images"]
+    except Exception as exc:
+        raise from_botocore(exc, region=region) from exc
+    if not images:
+        return None
+    return str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
+
+
+def _describe_raw(sess: AwsSession, region: str, image_id: str) -> dict[str, Any] | None:
+    ec2 = sess.client("ec2", region)
+    try:
+        images = ec2.describe_images(ImageIds=[image_id])["Images"]
+    except Exception as exc:
+        err = from_botocore(exc, region=region)
+        if isinstance(err, NotFound):
+            return None
+        raise err from exc
+    if not images or images[0].get("State") in _GONE:
+        return None
+    return dict(images[0])

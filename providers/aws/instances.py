@@ -1,0 +1,159 @@
+"""EC2 instances: find-or-create, describe, list by tags, terminate (clouds.md §A.3).
+
+Create is find-or-create on the intent id: DescribeInstances by the ``gpucap-intent`` tag
+first, and only if nothing live carries it, RunInstances with ``ClientToken`` derived from
+the intent and the ownership tags written atomically by ``TagSpecifications``. The lookup
+matters even though EC2 honours ClientToken: a token is only remembered for a while, and
+moto (our emulator) ignores it altogether (clouds.md §E.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from providers.aws.errors import from_botocore
+from providers.aws.session import AwsSession
+from providers.base import (
+    MANAGED_VALUE,
+    TAG_INTENT,
+    TAG_MANAGED,
+    CloudNode,
+    CreateResult,
+    InstanceStatus,
+    NodeRequest,
+)
+from providers.errors import NotFound
+from providers.retry import RetryPolicy, call_with_retry
+
+# Instance states that still hold (or will hold) capacity; terminated ones are history.
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+
+_STATUS = {
+    "pending": InstanceStatus.PENDING,
+    "running": InstanceStatus.RUNNING,
+    "stopping": InstanceStatus.STOPPING,
+    "stopped": InstanceStatus.STOPPED,
+    # shutting-down cannot be undone and no longer counts as capacity we hold.
+    "shutting-down": InstanceStatus.TERMINATED,
+    "terminated": InstanceStatus.TERMINATED,
+}
+
+
+def client_token(intent_id: str) -> str:
+    """Stable ClientToken (<= 64 ASCII) for an intent: the same across process restarts,
+    unlike the UUID botocore would generate per call (clouds.md §A.3)."""
+    return hashlib.sha256(intent_id.encode()).hexdigest()[:64]
+
+
+def create_node(
+    sess: AwsSession, request: NodeRequest, image_id: str, policy: RetryPolicy
+) -> CreateResult:
+    tags = dict(request.tags)
+    tags[TAG_INTENT] = request.intent_id
+    tags[TAG_MANAGED] = MANAGED_VALUE
+
+    def once() -> CreateResult:
+        found = find_by_intent(sess, request.region, request.intent_id)
+        if found is not None:
+            return CreateResult(found, created=False)
+        return CreateResult(_run(sess, request, image_id, tags), created=True)
+
+    return call_with_retry(once, policy, what=f"aws create {request.intent_id}")
+
+
+def _run(
+    sess: AwsSession, request: NodeRequest, image_id: str, tags: Mapping[str, str]
+) -> CloudNode:
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    params: dict[str, Any] = {
+        "ImageId": image_id,
+        "InstanceType": request.instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "ClientToken": client_token(request.intent_id),
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tag_list},
+            {"ResourceType": "volume", "Tags": tag_list},
+        ],
+    }
+    if request.zone:
+        params["Placement"] = {"AvailabilityZone": request.zone}
+    if request.user_data:
+        params["UserData"] = request.user_data  # boto3 base64-encodes it
+    if request.reservation:
+        params["CapacityReservationSpecification"] = {
+            "CapacityReservationTarget": {"CapacityReservationId": request.reservation}
+        }
+    ec2 = sess.client("ec2", request.region, create=True)
+    try:
+        resp = ec2.run_instances(**params)
+    except Exception as exc:
+        raise from_botocore(
+            exc, region=request.region, zone=request.zone, instance_type=request.instance_type
+        ) from exc
+    return to_node(resp["Instances"][0], request.region)
+
+
+def find_by_intent(sess: AwsSession, region: str, intent_id: str) -> CloudNode | None:
+    found = list_nodes(sess, region, {TAG_INTENT: intent_id})
+    # Several live instances for one intent would be a bug elsewhere; report the oldest so
+    # the caller converges on one, and garbage collection reaps the rest by tag.
+    return min(found, key=lambda n: n.instance_id) if found else None
+
+
+def describe_node(sess: AwsSession, region: str, instance_id: str) -> CloudNode | None:
+    ec2 = sess.client("ec2", region)
+    try:
+        resp = ec2.describe_instances(InstanceIds=[instance_id])
+    except Exception as exc:
+        err = from_botocore(exc, region=region)
+        if isinstance(err, NotFound):
+            return None
+        raise err from exc
+    for reservation in resp.get("Reservations", []):
+        for inst in reservation.get("Instances", []):
+            return to_node(inst, region)
+    return None
+
+
+def list_nodes(sess: AwsSession, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+    filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]
+    filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
+    ec2 = sess.client("ec2", region)
+    out: list[CloudNode] = []
+    try:
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page.get("Reservations", []):
+                out.extend(to_node(i, region) for i in reservation.get("Instances", []))
+    except Exception as exc:
+        raise from_botocore(exc, region=region) from exc
+    return sorted(out, key=lambda n: n.instance_id)
+
+
+def terminate_node(sess: AwsSession, region: str, instance_id: str) -> None:
+    """Idempotent: terminating a terminated or unknown instance is success (§A.3)."""
+    ec2 = sess.client("ec2", region)
+    try:
+        ec2.terminate_instances(InstanceIds=[instance_id])
+    except Exception as exc:
+        err = from_botocore(exc, region=region)
+        if isinstance(err, NotFound):
+            return
+        raise err from exc
+
+
+def to_node(inst: Mapping[str, Any], region: str) -> CloudNode:
+    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", []) or []}
+    state = str((inst.get("State") or {}).get("Name", "pending"))
+    return CloudNode(
+        instance_id=str(inst["InstanceId"]),
+        intent_id=tags.get(TAG_INTENT, ""),
+        instance_type=str(inst.get("InstanceType", "")),
+        region=region,
+        zone=str((inst.get("Placement") or {}).get("AvailabilityZone", "")),
+        status=_STATUS.get(state, InstanceStatus.PENDING),
+        tags=tags,
+        private_ip=inst.get("PrivateIpAddress"),
+    )
