@@ -635,6 +635,10 @@ class ControlPlaneService:
                 severity=severity,
             )
 
+    def last_event_id(self) -> int:
+        with self.store.session() as s:
+            return s.scalar(select(func.max(Event.id))) or 0
+
     def events(
         self,
         since_id: int = 0,

@@ -1,0 +1,234 @@
+"""Translate between protobuf messages (``gpucap.v1``) and the service's views and dicts.
+
+Only presence-carrying proto fields that are *set* reach the service, so pydantic applies
+the same defaults to an API request as to a policy file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from controlplane.service import ModelView, NodeView, PolicyView, PoolView, StatusView
+from controlplane.store.models import Event, PolicyVersion
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
+from schema.policy import Problem
+
+
+def ts(value: datetime | None) -> Timestamp | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # stored values are UTC; be explicit rather than local time
+        value = value.replace(tzinfo=UTC)
+    out = Timestamp()
+    out.FromDatetime(value)
+    return out
+
+
+def problem(p: Problem) -> pb.PolicyProblem:
+    return pb.PolicyProblem(
+        file=p.file, line=p.line or 0, column=p.column or 0, field=p.field, reason=p.reason
+    )
+
+
+def policy_version(row: PolicyVersion, active: bool) -> pb.PolicyVersion:
+    return pb.PolicyVersion(
+        customer=row.customer,
+        version=row.version,
+        sha256=row.sha256,
+        applied_by=row.applied_by,
+        applied_at=ts(row.applied_at),
+        source=row.source,
+        yaml=row.raw_yaml,
+        active=active,
+    )
+
+
+def policy_view(view: PolicyView) -> pb.PolicyVersion:
+    return policy_version(view.version, view.active)
+
+
+# --------------------------------------------------------------------------- model specs
+
+
+def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
+    """The fields the caller set, as the dict ``schema.policy.Model`` validates."""
+    out: dict[str, Any] = {}
+    if spec.name:
+        out["name"] = spec.name
+    if spec.shapes:
+        shapes = []
+        for opt in spec.shapes:
+            d: dict[str, Any] = {"shape": opt.shape, "max_concurrency": opt.max_concurrency}
+            if opt.HasField("tokens_per_s"):
+                d["tokens_per_s"] = opt.tokens_per_s
+            shapes.append(d)
+        out["shapes"] = shapes
+    for name in (
+        "min_replicas",
+        "max_replicas",
+        "latency_slo_ms",
+        "priority",
+        "image",
+        "scale_to_zero_grace_s",
+    ):
+        if spec.HasField(name):
+            out[name] = getattr(spec, name)
+    if spec.HasField("target"):
+        target: dict[str, Any] = {}
+        if spec.target.metric:
+            target["metric"] = spec.target.metric
+        if spec.target.HasField("utilization"):
+            target["utilization"] = spec.target.utilization
+        out["target"] = target
+    if spec.clouds:
+        out["clouds"] = list(spec.clouds)
+    if spec.regions:
+        out["regions"] = list(spec.regions)
+    if spec.HasField("weights"):
+        out["weights"] = {"uri": spec.weights.uri, "size_gb": spec.weights.size_gb}
+    return out
+
+
+def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
+    """A stored (complete, validated) spec as a message."""
+    target = spec.get("target") or {}
+    weights = spec.get("weights")
+    return pb.ModelSpec(
+        name=spec.get("name", ""),
+        shapes=[
+            pb.ShapeOption(
+                shape=o["shape"],
+                max_concurrency=o["max_concurrency"],
+                tokens_per_s=o.get("tokens_per_s"),
+            )
+            for o in spec.get("shapes", [])
+        ],
+        min_replicas=spec.get("min_replicas"),
+        max_replicas=spec.get("max_replicas"),
+        target=pb.ScalingTarget(
+            metric=target.get("metric", ""), utilization=target.get("utilization")
+        ),
+        latency_slo_ms=spec.get("latency_slo_ms"),
+        clouds=spec.get("clouds", []),
+        regions=spec.get("regions", []),
+        priority=spec.get("priority"),
+        image=spec.get("image"),
+        weights=pb.Weights(uri=weights["uri"], size_gb=weights["size_gb"]) if weights else None,
+        scale_to_zero_grace_s=spec.get("scale_to_zero_grace_s"),
+    )
+
+
+def model(view: ModelView) -> pb.Model:
+    row = view.row
+    return pb.Model(
+        customer=row.customer,
+        name=row.name,
+        source=row.source,
+        spec=spec_to_pb(row.spec),
+        desired_replicas=max(0, row.desired_replicas),
+        reason=row.desired_reason,
+        ready_replicas=view.ready,
+        starting_replicas=view.starting,
+        provisioning_replicas=view.provisioning,
+        draining_replicas=view.draining,
+        pinned_replicas=row.pinned_replicas,
+        paused=row.paused,
+        created_at=ts(row.created_at),
+        updated_at=ts(row.updated_at),
+        deleted_at=ts(row.deleted_at),
+        replicas_by_state=dict(view.replicas_by_state),
+    )
+
+
+# --------------------------------------------------------------------------- fleet, status
+
+
+def node(view: NodeView) -> pb.Node:
+    n = view.row
+    return pb.Node(
+        id=n.id,
+        customer=n.customer,
+        model=view.model,
+        replica_id=n.replica_id,
+        pool_id=n.pool_id,
+        account=n.account,
+        cloud=n.cloud,
+        region=n.region,
+        zone=n.zone or "",
+        instance_type=n.instance_type,
+        instance_id=n.instance_id or "",
+        state=n.state,
+        error=n.error or "",
+        attempts=n.attempts,
+        pending_at=ts(n.pending_at),
+        provisioning_at=ts(n.provisioning_at),
+        running_at=ts(n.running_at),
+        ready_at=ts(n.ready_at),
+        draining_at=ts(n.draining_at),
+        terminating_at=ts(n.terminating_at),
+        terminated_at=ts(n.terminated_at),
+        failed_at=ts(n.failed_at),
+    )
+
+
+def pool(view: PoolView) -> pb.Pool:
+    p = view.row
+    return pb.Pool(
+        id=p.id,
+        customer=p.customer,
+        account=p.account,
+        cloud=p.cloud,
+        owner=p.owner,
+        region=p.region,
+        instance_type=p.instance_type,
+        gpu_shape=p.gpu_shape,
+        tier=p.tier,
+        price_usd_per_hour=p.price_usd_per_hour,
+        committed=p.committed,
+        reservation=p.reservation or "",
+        cordoned=p.cordoned,
+        unavailable_until=ts(p.unavailable_until),
+        unavailable_reason=p.unavailable_reason or "",
+        active=p.active,
+        nodes_by_state=dict(view.nodes_by_state),
+    )
+
+
+def status(view: StatusView) -> pb.Status:
+    return pb.Status(
+        version=view.version,
+        started_at=ts(view.started_at),
+        uptime_s=view.uptime_s,
+        customers=view.customers,
+        models=view.models,
+        pools=view.pools,
+        nodes_by_state=dict(view.nodes_by_state),
+        jobs=[
+            pb.JobStatus(
+                job=j.job,
+                last_started_at=ts(j.last_started_at),
+                last_duration_s=j.last_duration_s,
+                last_error=j.last_error,
+                runs=j.runs,
+                failures=j.failures,
+            )
+            for j in view.jobs
+        ],
+        last_event_id=view.last_event_id,
+    )
+
+
+def event(e: Event) -> pb.Event:
+    return pb.Event(
+        id=e.id,
+        at=ts(e.at),
+        kind=e.kind,
+        severity=e.severity,
+        customer=e.customer or "",
+        model=e.model or "",
+        node=e.node or "",
+        message=e.message,
+    )

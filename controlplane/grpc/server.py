@@ -1,0 +1,443 @@
+"""The gRPC server: ``gpucap.v1.ControlPlane`` over :class:`ControlPlaneService`, plus the
+standard health and reflection services.
+
+Safety rules enforced here, not left to configuration:
+- it listens on a loopback address unless *both* TLS and a bearer token are configured
+  (an API that can deploy GPUs must never be open on a network by accident);
+- with a token, every call (health and reflection included) must carry
+  ``authorization: Bearer <token>`` or gets UNAUTHENTICATED;
+- the caller's mistakes map to INVALID_ARGUMENT (naming each field), NOT_FOUND,
+  ALREADY_EXISTS or FAILED_PRECONDITION; only a bug reaches INTERNAL, with the traceback
+  logged and not sent to the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import ipaddress
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+
+from controlplane.grpc import convert
+from controlplane.service import (
+    AlreadyExistsError,
+    ControlPlaneService,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
+from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
+from schema.policy_file import PolicyError
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_ADDR = "127.0.0.1:50051"
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ControlPlane"].full_name
+# How often an idle StreamEvents call looks for new events. Events are written by other
+# threads of the same process; half a second keeps `gpucap events --follow` live without
+# measurable load (one indexed query per open stream per tick).
+STREAM_POLL_S = 0.5
+STREAM_BATCH = 500
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+class InsecureBindError(ValueError):
+    """Refused to listen on a non-loopback address without TLS and a token."""
+
+
+def is_loopback(addr: str) -> bool:
+    """``host:port`` (IPv6 in brackets) names a loopback interface."""
+    host = addr.rsplit(":", 1)[0] if ":" in addr else addr
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: could resolve to anything, so not loopback
+
+
+def check_bind_allowed(addr: str, *, tls: bool, token: bool) -> None:
+    if is_loopback(addr) or (tls and token):
+        return
+    missing = " and ".join(
+        name for name, ok in (("TLS (certificate + key)", tls), ("an API token", token)) if not ok
+    )
+    raise InsecureBindError(
+        f"refusing to listen on non-loopback address {addr!r} without {missing}: "
+        "configure both, or listen on 127.0.0.1"
+    )
+
+
+# --------------------------------------------------------------------------- error mapping
+
+
+def _status_for(exc: Exception) -> status_pb2.Status | None:
+    """The google.rpc.Status a caller's mistake maps to; None for anything else (a bug)."""
+
+    def packed(*details: Any) -> list[any_pb2.Any]:
+        out = []
+        for d in details:
+            a = any_pb2.Any()
+            a.Pack(d)
+            out.append(a)
+        return out
+
+    if isinstance(exc, PolicyError):
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=p.field, description=p.reason)
+                for p in exc.problems
+            ]
+        )
+        problems = pb.PolicyProblems(problems=[convert.problem(p) for p in exc.problems])
+        n = len(exc.problems)
+        return status_pb2.Status(
+            code=code_pb2.INVALID_ARGUMENT,
+            message=f"policy rejected ({n} problem{'s' if n != 1 else ''}):\n{exc}",
+            details=packed(bad, problems),
+        )
+    if isinstance(exc, InvalidArgumentError):
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=f, description=r)
+                for f, r in exc.violations
+            ]
+        )
+        return status_pb2.Status(
+            code=code_pb2.INVALID_ARGUMENT, message=str(exc), details=packed(bad)
+        )
+    for kind, code in (
+        (NotFoundError, code_pb2.NOT_FOUND),
+        (AlreadyExistsError, code_pb2.ALREADY_EXISTS),
+        (FailedPreconditionError, code_pb2.FAILED_PRECONDITION),
+    ):
+        if isinstance(exc, kind):
+            return status_pb2.Status(code=code, message=str(exc))
+    return None
+
+
+def _abort(context: grpc.ServicerContext, exc: Exception, method: str) -> None:
+    status = _status_for(exc)
+    if status is None:
+        log.exception("grpc.internal_error", method=method)
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see daemon log")
+    else:
+        context.abort_with_status(rpc_status.to_status(status))
+
+
+def _unary(
+    fn: Callable[[ControlPlaneServicer, Req, grpc.ServicerContext], Resp],
+) -> Callable[[ControlPlaneServicer, Req, grpc.ServicerContext], Resp]:
+    @functools.wraps(fn)
+    def wrapper(self: ControlPlaneServicer, request: Req, context: grpc.ServicerContext) -> Resp:
+        try:
+            return fn(self, request, context)
+        except Exception as exc:  # mapped to a status; bugs are logged
+            _abort(context, exc, fn.__name__)
+            raise  # unreachable: abort raises
+
+    return wrapper
+
+
+# --------------------------------------------------------------------------- the service
+
+
+class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
+    def __init__(self, service: ControlPlaneService, stopping: threading.Event) -> None:
+        self.svc = service
+        self._stopping = stopping
+
+    @_unary
+    def ValidatePolicy(
+        self, request: pb.ValidatePolicyRequest, context: grpc.ServicerContext
+    ) -> pb.ValidatePolicyResponse:
+        try:
+            loaded = self.svc.validate_policy(request.yaml, request.source)
+        except PolicyError as exc:
+            return pb.ValidatePolicyResponse(
+                valid=False, problems=[convert.problem(p) for p in exc.problems]
+            )
+        return pb.ValidatePolicyResponse(
+            valid=True, customer=loaded.policy.customer, sha256=loaded.sha256
+        )
+
+    @_unary
+    def ApplyPolicy(
+        self, request: pb.ApplyPolicyRequest, context: grpc.ServicerContext
+    ) -> pb.ApplyPolicyResponse:
+        applied_by = request.applied_by or f"unknown ({context.peer()})"
+        result = self.svc.apply_policy_result(request.yaml, request.source, applied_by)
+        log.info(
+            "policy.apply",
+            customer=result.version.customer,
+            version=result.version.version,
+            changed=result.changed,
+            applied_by=applied_by,
+        )
+        return pb.ApplyPolicyResponse(
+            policy=convert.policy_version(result.version, active=True), changed=result.changed
+        )
+
+    @_unary
+    def GetPolicy(
+        self, request: pb.GetPolicyRequest, context: grpc.ServicerContext
+    ) -> pb.PolicyVersion:
+        version = request.version if request.HasField("version") else None
+        return convert.policy_view(self.svc.get_policy(request.customer or None, version))
+
+    @_unary
+    def DeployModel(
+        self, request: pb.DeployModelRequest, context: grpc.ServicerContext
+    ) -> pb.Model:
+        return convert.model(
+            self.svc.deploy_model(request.customer, convert.spec_from_pb(request.spec))
+        )
+
+    @_unary
+    def UpdateModel(
+        self, request: pb.UpdateModelRequest, context: grpc.ServicerContext
+    ) -> pb.Model:
+        return convert.model(
+            self.svc.update_model(
+                request.customer,
+                convert.spec_from_pb(request.spec),
+                list(request.update_mask.paths),
+            )
+        )
+
+    @_unary
+    def DeleteModel(
+        self, request: pb.DeleteModelRequest, context: grpc.ServicerContext
+    ) -> pb.Model:
+        return convert.model(self.svc.delete_model(request.customer, request.name))
+
+    @_unary
+    def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.Model:
+        return convert.model(self.svc.get_model(request.customer, request.name))
+
+    @_unary
+    def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.ServicerContext
+    ) -> pb.ListModelsResponse:
+        views = self.svc.list_models(
+            request.customer or None, include_deleted=request.include_deleted
+        )
+        return pb.ListModelsResponse(models=[convert.model(v) for v in views])
+
+    @_unary
+    def PinModel(self, request: pb.PinModelRequest, context: grpc.ServicerContext) -> pb.Model:
+        replicas = request.replicas if request.HasField("replicas") else None
+        return convert.model(self.svc.pin_model(request.customer, request.name, replicas))
+
+    @_unary
+    def PauseModel(self, request: pb.PauseModelRequest, context: grpc.ServicerContext) -> pb.Model:
+        return convert.model(self.svc.pause_model(request.customer, request.name, request.paused))
+
+    @_unary
+    def CordonPool(self, request: pb.CordonPoolRequest, context: grpc.ServicerContext) -> pb.Pool:
+        return convert.pool(self.svc.cordon_pool(request.pool_id, request.cordoned, request.reason))
+
+    @_unary
+    def ListNodes(
+        self, request: pb.ListNodesRequest, context: grpc.ServicerContext
+    ) -> pb.ListNodesResponse:
+        views = self.svc.list_nodes(
+            request.customer or None,
+            request.model or None,
+            list(request.states),
+            request.pool_id or None,
+            include_terminal=request.include_terminal,
+        )
+        return pb.ListNodesResponse(nodes=[convert.node(v) for v in views])
+
+    @_unary
+    def ListPools(
+        self, request: pb.ListPoolsRequest, context: grpc.ServicerContext
+    ) -> pb.ListPoolsResponse:
+        views = self.svc.list_pools(
+            request.customer or None,
+            request.cloud or None,
+            include_inactive=request.include_inactive,
+        )
+        return pb.ListPoolsResponse(pools=[convert.pool(v) for v in views])
+
+    @_unary
+    def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
+        return convert.status(self.svc.status())
+
+    @_unary
+    def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.ServicerContext
+    ) -> pb.ListEventsResponse:
+        events = self.svc.events(
+            request.since_id,
+            request.limit,
+            customer=request.customer or None,
+            model=request.model or None,
+        )
+        return pb.ListEventsResponse(events=[convert.event(e) for e in events])
+
+    def StreamEvents(
+        self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
+        try:
+            yield from self._stream_events(request, context)
+        except Exception as exc:  # mapped to a status; bugs are logged
+            _abort(context, exc, "StreamEvents")
+
+    def _stream_events(
+        self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
+        flt = {"customer": request.customer or None, "model": request.model or None}
+        if request.since_id:
+            cursor = request.since_id
+        elif request.tail:
+            backlog = self.svc.events(0, request.tail, **flt)
+            yield from (convert.event(e) for e in backlog)
+            # Resume after the newest event overall, not the newest *matching* one, so the
+            # filtered tail never re-sends what it skipped.
+            cursor = max([e.id for e in backlog] + [0])
+        else:
+            cursor = self.svc.last_event_id()
+        while context.is_active() and not self._stopping.is_set():
+            batch = self.svc.events(cursor, STREAM_BATCH, **flt)
+            for e in batch:
+                yield convert.event(e)
+            if batch:
+                cursor = batch[-1].id
+            if len(batch) < STREAM_BATCH:
+                self._stopping.wait(STREAM_POLL_S)
+
+
+# --------------------------------------------------------------------------- auth
+
+
+class BearerTokenInterceptor(grpc.ServerInterceptor):
+    """Every call must carry ``authorization: Bearer <token>``; compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    def _authorized(self, metadata: Any) -> bool:
+        for key, value in metadata or ():
+            if key == "authorization":
+                got = value.encode() if isinstance(value, str) else value
+                return hmac.compare_digest(got, self._expected)
+        return False
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or self._authorized(handler_call_details.invocation_metadata):
+            return handler
+        log.warning("grpc.unauthenticated", method=handler_call_details.method)
+
+        def deny(_request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+
+        kwargs = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(deny, **kwargs)
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(deny, **kwargs)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(deny, **kwargs)
+        return grpc.stream_stream_rpc_method_handler(deny, **kwargs)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class GrpcServer:
+    """A started server. ``port`` is the bound port (useful with ``addr`` port 0)."""
+
+    def __init__(
+        self, server: grpc.Server, port: int, stopping: threading.Event, health: Any
+    ) -> None:
+        self.server = server
+        self.port = port
+        self._stopping = stopping
+        self._health = health
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        """Finish in-flight unary calls (up to ``grace`` seconds) and end event streams."""
+        self._stopping.set()
+        self._health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return bool(self.server.wait_for_termination(timeout))
+
+
+def serve(
+    service: ControlPlaneService,
+    addr: str = DEFAULT_ADDR,
+    *,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    token: str | None = None,
+    max_workers: int = 16,
+) -> GrpcServer:
+    """Start the API on ``addr`` and return the running server."""
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("TLS needs both a certificate and a key file")
+    tls = tls_cert is not None and tls_key is not None
+    check_bind_allowed(addr, tls=tls, token=bool(token))
+
+    interceptors = [BearerTokenInterceptor(token)] if token else []
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        interceptors=interceptors,
+    )
+    stopping = threading.Event()
+    pb_grpc.add_ControlPlaneServicer_to_server(ControlPlaneServicer(service, stopping), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    try:
+        if tls:
+            assert tls_cert is not None and tls_key is not None
+            creds = grpc.ssl_server_credentials(
+                [(Path(tls_key).read_bytes(), Path(tls_cert).read_bytes())]
+            )
+            port = server.add_secure_port(addr, creds)
+        else:
+            port = server.add_insecure_port(addr)
+    except RuntimeError as exc:  # grpc reports a failed bind this way
+        raise OSError(f"cannot listen on {addr}: {exc}") from exc
+    if port == 0:
+        raise OSError(f"cannot listen on {addr} (address in use?)")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("grpc.listening", addr=addr, port=port, tls=tls, auth=bool(token))
+    return GrpcServer(server, port, stopping, health_servicer)
