@@ -1,59 +1,197 @@
-"""gpucap's own autoscaling policy.
+"""gpucap's own autoscaling policy: a pure function of (metrics window, replicas by state,
+scaling spec, expected cold start, now, previous state) -> (desired replicas, reason, state).
 
-TODO(issue 3): burst fast path counting starting capacity, cold-start look-ahead forecast,
-dip holding. This first version is the steady-state core the daemon runs today."""
+The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
+
+1. ``NoData`` (or no sample in the stable window) holds scale: missing is never zero.
+2. Fold new samples into the load model (``forecast.py``): rate level and trend, the rate's
+   spread, the per-request cost of the metric, a daily profile.
+3. Offered load = arrival rate x per-request cost. Arrivals are the leading signal; the
+   queue that builds while capacity is still starting is *not* demand for more capacity
+   (that is the Knative panic overshoot, autoscalers.md §6.1), so it does not count.
+4. Look ahead by the cold start: the need is the peak of the forecast (trend, and daily
+   seasonality once the history covers a day) over [now, now + cold start + one tick],
+   plus a margin for the rate's spread. Capacity requested now is ready then.
+5. Burst fast path: a rate over the short window that is significantly above the stable
+   one (beyond Poisson noise) raises the need at once. Needs are absolute replica counts
+   compared against *live* replicas (ready + starting + provisioning), so capacity that is
+   already on its way is never launched twice.
+6. Scale-up is immediate (rate-limited); scale-down waits out a sliding max window as long
+   as a cold start (ski rental: holding a replica through a dip is cheaper than releasing
+   and re-buying it whenever the dip is shorter than its cold start), releases at most
+   live / max_scale_down_rate at once, and only when the load fits below a hysteresis band.
+7. Scale to zero after ``scale_to_zero_grace_s`` without any load; any queued request or
+   arrival with no live replica wakes the model to at least one replica at once.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from autoscaler.types import AutoscalerInput, Decision, MetricsWindow, NoData, State
+from autoscaler import forecast
+from autoscaler.types import AutoscalerInput, Decision, Knob, MetricsWindow, NoData, State
+from autoscaler.window import mean_arrival_rate, mean_metric, recent, scrape_interval
 
-
-def _load(window: MetricsWindow, metric: str, since: float) -> float | None:
-    samples = window.since(since)
-    if not samples:
-        return None
-    if metric == "tokens_per_s":
-        vals = [s.tokens_per_s for s in samples if s.tokens_per_s is not None]
-        return sum(vals) / len(vals) if vals else None
-    return sum(s.in_flight + s.queue_depth for s in samples) / len(samples)
-
-
-def _clamp(n: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, n))
+DOWN_HYSTERESIS = 0.1  # scale down to n only if the load fits in n x target x (1 - 0.1)
+BURST_SIGMAS = 3.0  # the short-window rate must beat the stable one by 3 Poisson sigmas
+SPREAD_SIGMAS = 1.0  # margin over the forecast, in units of the rate's learned spread
 
 
 @dataclass(frozen=True)
 class GpucapAutoscaler:
     name: str = "ours"
+    # Decision interval and metric staleness the daemon runs with: it scrapes replica
+    # metrics and decides every 5 s (conservative next to Knative's 1 s scrape / 2 s tick).
+    tick_s: float = 5.0
+    metric_lag_s: float = 5.0
+    window_s: float = 60.0  # needs the stable window of samples (ScalingSpec.stable_window_s)
+    wakes_on_arrival: bool = True
+    knob: Knob = Knob(
+        name="target_per_replica",
+        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        source="schema/policy.py ScalingTarget.utilization in (0, 1] x replica capacity",
+    )
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
-        spec, live = inp.spec, inp.replicas.live
+        spec, now, live = inp.spec, inp.now, inp.replicas.live
+        st: dict[str, Any] = dict(state)
+        prev = int(st.get("desired", live))
+
         if isinstance(inp.metrics, NoData):
-            held = _clamp(live, spec.min_replicas, spec.max_replicas)
-            return Decision(held, "hold_no_data", inp.metrics.reason), state
-        load = _load(inp.metrics, spec.metric, inp.now - spec.stable_window_s)
-        if load is None:
-            held = _clamp(live, spec.min_replicas, spec.max_replicas)
-            return Decision(held, "hold_no_data", "no samples in the stable window"), state
-        last_busy = float(state.get("last_busy", inp.now))
-        if load > 0:
-            last_busy = inp.now
-        want = math.ceil(load / spec.target_per_replica) if load > 0 else 0
-        if want == 0 and live > 0 and inp.now - last_busy < spec.scale_to_zero_grace_s:
-            want = 1  # idle, but inside the grace period: keep one warm
-        desired = _clamp(want, spec.min_replicas, spec.max_replicas)
-        new_state = {"last_busy": last_busy, "last_up": state.get("last_up", -math.inf)}
-        if desired > live:
-            new_state["last_up"] = inp.now
-            return Decision(desired, "scale_up", f"load {load:.1f} needs {desired}"), new_state
-        if desired < live and inp.now - float(new_state["last_up"]) < spec.scale_down_delay_s:
-            return Decision(live, "hold_scale_down_delay", f"load {load:.1f}"), new_state
-        reason = "scale_down" if desired < live else "steady"
-        return Decision(desired, reason, f"load {load:.1f} needs {desired}"), new_state
+            return self._hold(st, prev, live, inp, "hold_no_data", inp.metrics.reason)
+        window: MetricsWindow = inp.metrics
+        stable = recent(window, now, spec.stable_window_s)
+        if not stable:
+            return self._hold(
+                st, prev, live, inp, "hold_no_data", "no metrics sample in the stable window"
+            )
+        step = scrape_interval(window)
+        forecast.fold(st, window.samples, spec.metric, step)
+        model = forecast.view(st)
+        burst = recent(window, now, spec.burst_window_s) or stable[-1:]
+
+        rate_s = mean_arrival_rate(stable) or 0.0
+        rate_b = mean_arrival_rate(burst) or 0.0
+        observed = mean_metric(stable, spec.metric)
+        queued = burst[-1].queue_depth
+        busy = rate_s > 0 or (observed or 0.0) > 0 or queued > 0
+        if busy:
+            st["last_busy"] = now
+        cost = self._cost(model, rate_s, observed, spec.mean_service_s, spec.metric)
+        target = max(spec.target_per_replica, 1e-9)
+
+        # 4. Look ahead by the cold start (plus one tick until the next decision).
+        horizon = max(0.0, inp.cold_start_s) + self.tick_s
+        base = max(rate_s, model.level or 0.0) if model.level is not None else rate_s
+        ahead = base + max(0.0, model.trend) * horizon
+        season = model.season_peak_ratio(now, horizon)
+        if season is not None:
+            ahead = max(ahead, base * season)
+        peak_rate = ahead + SPREAD_SIGMAS * model.spread
+        need_f = self._replicas(peak_rate * cost, target) if cost is not None else 0
+        if cost is None and observed is not None:
+            need_f = self._replicas(observed, target)  # no cost learned yet: use the metric
+
+        # 5. Burst fast path: a significant step in the short-window rate.
+        need_b = 0
+        noise = math.sqrt(max(rate_s, 1e-9) / max(spec.burst_window_s, step))
+        if cost is not None and rate_b > rate_s + BURST_SIGMAS * noise:
+            need_b = self._replicas(rate_b * cost, target)
+        need = max(need_f, need_b)
+        reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
+
+        # 7. Wake at once on the first request; otherwise idle grace, then zero.
+        waking = live == 0 and (queued > 0 or rate_b > 0 or any(s.queue_depth > 0 for s in burst))
+        if waking:
+            need, reason = max(need, 1), "wake"
+        elif need == 0 and live > 0:
+            idle_for = now - float(st.get("last_busy", now))
+            if idle_for < spec.scale_to_zero_grace_s:
+                need = 1
+
+        desired, reason = self._smooth(st, inp, prev, need, reason, cost, peak_rate, target)
+        desired = max(spec.min_replicas, min(spec.max_replicas, desired))
+        if desired == 0 and live > 0:
+            reason = "scale_to_zero"
+        st["desired"] = desired
+        detail = (
+            f"rate {rate_s:.2f}/s (burst {rate_b:.2f}/s), per-request cost "
+            f"{cost if cost is None else round(cost, 3)}, peak over {horizon:.0f} s "
+            f"{peak_rate:.2f}/s -> need {need} at {target:g}/replica; live {live} "
+            f"(ready {inp.replicas.ready})"
+        )
+        return Decision(desired, reason, detail), st
+
+    # --- steps -----------------------------------------------------------------------
+
+    @staticmethod
+    def _cost(
+        model: forecast.LoadModel,
+        rate: float,
+        observed: float | None,
+        mean_service_s: float | None,
+        metric: str,
+    ) -> float | None:
+        """Metric units per (request/s): learned, else Little's law on the window, else the
+        spec's profiled service time (concurrency only)."""
+        if model.cost is not None and model.cost > 0:
+            return model.cost
+        if observed is not None and rate > 0 and observed > 0:
+            return observed / rate
+        if metric == "concurrency" and mean_service_s:
+            return mean_service_s
+        return None
+
+    @staticmethod
+    def _replicas(load: float, target: float) -> int:
+        return math.ceil(load / target - 1e-9) if load > 0 else 0
+
+    def _smooth(
+        self,
+        st: dict[str, Any],
+        inp: AutoscalerInput,
+        prev: int,
+        need: int,
+        reason: str,
+        cost: float | None,
+        peak_rate: float,
+        target: float,
+    ) -> tuple[int, str]:
+        """Rate limits, the dip-holding max window and the hysteresis band."""
+        spec, now, live = inp.spec, inp.now, inp.replicas.live
+        # Scale-down candidates must fit under the band: n x target x (1 - h) >= load.
+        if cost is not None and need > 0:
+            band = math.ceil(peak_rate * cost / (target * (1 - DOWN_HYSTERESIS)) - 1e-9)
+            need_down = max(need, band) if need < prev else need
+        else:
+            need_down = need
+        # Dip window: the max of the needs over the last cold start (at least the policy's
+        # scale-down delay). Kept as a decreasing deque of [t, need]: a few entries.
+        hold_s = max(inp.cold_start_s, spec.scale_down_delay_s)
+        window = [e for e in st.get("dip", []) if e[0] > now - hold_s and e[1] > need_down]
+        window.append([now, need_down])
+        st["dip"] = window
+        held = max(e[1] for e in window)
+
+        if need > prev:
+            cap = math.ceil(spec.max_scale_up_rate * max(live, 1))
+            return min(need, max(cap, prev)), reason
+        if held >= prev:
+            return prev, ("hold_dip" if need < prev else "steady")
+        floor = math.floor(live / spec.max_scale_down_rate) if spec.max_scale_down_rate > 0 else 0
+        return max(held, min(prev, floor)), "scale_down"
+
+    @staticmethod
+    def _hold(
+        st: dict[str, Any], prev: int, live: int, inp: AutoscalerInput, reason: str, detail: str
+    ) -> tuple[Decision, State]:
+        held = max(inp.spec.min_replicas, min(inp.spec.max_replicas, prev))
+        st["desired"] = held
+        return Decision(held, reason, detail), st
 
 
 def decide(inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
+    """gpucap's policy with the daemon's defaults (see :class:`GpucapAutoscaler`)."""
     return GpucapAutoscaler().decide(inp, state)

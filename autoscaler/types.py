@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -74,6 +75,21 @@ class ScalingSpec:
     max_scale_up_rate: float = 1000.0  # at most this x live replicas per decision
     max_scale_down_rate: float = 2.0  # at most live / this per decision
     extra: Mapping[str, float] = field(default_factory=dict)  # knobs of specific deciders
+    # Expected service time of one request on one replica (profiling or the simulator's
+    # service-time model). Lets rate-targeted deciders (SkyServe's target QPS per replica)
+    # translate ``target_per_replica`` by Little's law: qps = concurrency / service time.
+    mean_service_s: float | None = None
+    # What one replica sustains in ``metric`` units; defaults to the slot count for
+    # concurrency. The knob sweep of ``gpucap simulate --slo-target`` is relative to it.
+    capacity_per_replica: float | None = None
+
+    def replica_capacity(self) -> float:
+        """One replica's capacity in ``metric`` units (for knob ranges and headroom)."""
+        if self.capacity_per_replica is not None:
+            return self.capacity_per_replica
+        if self.metric == "concurrency":
+            return self.max_concurrency_per_replica
+        return self.target_per_replica / 0.7  # autoscalers.md §1.8: default utilization 70 %
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,48 @@ class Decision:
 
 
 class Autoscaler(Protocol):
-    name: str
+    # Read-only (a property) so frozen dataclasses satisfy the protocol.
+    @property
+    def name(self) -> str: ...
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]: ...
+
+
+@dataclass(frozen=True)
+class Knob:
+    """The main knob that ``gpucap simulate --slo-target`` sweeps for one autoscaler.
+
+    ``name`` is the autoscaler's own name for it; the sweep always sets ``field`` of the
+    :class:`ScalingSpec` (``target_per_replica`` for every decider here) to each of
+    ``fractions`` times one replica's capacity. ``source`` says where the range comes from."""
+
+    name: str
+    fractions: tuple[float, ...]
+    source: str
+    field: str = "target_per_replica"
+
+    def values(self, spec: ScalingSpec) -> tuple[float, ...]:
+        cap = spec.replica_capacity()
+        return tuple(f * cap for f in self.fractions)
+
+    def apply(self, spec: ScalingSpec, value: float) -> ScalingSpec:
+        changes: dict[str, Any] = {self.field: value}
+        return dataclasses.replace(spec, **changes)
+
+
+class TimedAutoscaler(Autoscaler, Protocol):
+    """An autoscaler as the simulator runs it: at its own decision interval (``tick_s``),
+    on metrics ``metric_lag_s`` old, with a window of at least ``window_s`` of samples.
+    ``wakes_on_arrival``: it is also called at once when a request reaches a model with no
+    live replica (Knative's activator "poke"; gpucap's immediate wake)."""
+
+    @property
+    def tick_s(self) -> float: ...
+    @property
+    def metric_lag_s(self) -> float: ...
+    @property
+    def window_s(self) -> float: ...
+    @property
+    def wakes_on_arrival(self) -> bool: ...
+    @property
+    def knob(self) -> Knob: ...

@@ -1,0 +1,167 @@
+"""Kubernetes HorizontalPodAutoscaler, re-implemented as a simulator baseline.
+
+Follows ``autoscalers.md`` §4.1-4.2 (kubernetes/kubernetes ``pkg/controller/podautoscaler``):
+a per-pod (``Pods``) metric, here in-flight plus waiting requests per pod (or tokens/s per
+pod), desired = ceil(current x metric / target) with the 10 % tolerance and the missing-pod
+rules, then either the legacy normalisation (no ``behavior`` in the spec, the out-of-the-box
+path: 300 s scale-down stabilization, scale-up cap max(2 x current, 4)) or the ``behavior``
+defaults (scale-up policies 4 pods / 100 % per 15 s, scale-down 100 % per 15 s after a 300 s
+stabilization). Synced every 15 s. The HPA never scales a target that is at 0 replicas and
+its minReplicas is at least 1 (scale to zero is KEDA's job, not the HPA's)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.baselines.common import clamp, hold
+from autoscaler.types import AutoscalerInput, Decision, Knob, NoData, State
+from autoscaler.window import mean_metric, recent
+
+
+@dataclass(frozen=True)
+class HpaConfig:
+    sync_period_s: float = 15.0  # §4.1: --horizontal-pod-autoscaler-sync-period
+    tolerance: float = 0.1  # §4.1: --horizontal-pod-autoscaler-tolerance
+    downscale_stabilization_s: float = 300.0  # §4.2: default 5 min
+    scale_up_limit_factor: float = 2.0  # §4.2: scaleUpLimitFactor (legacy path)
+    scale_up_limit_minimum: float = 4.0  # §4.2: scaleUpLimitMinimum (legacy path)
+    behavior: bool = False  # §4.2: no `behavior` in the spec is the default
+    # §4.2 behavior defaults: scaleUp window 0, {Pods 4, Percent 100} per 15 s, Max;
+    # scaleDown window = the controller flag (300 s), {Percent 100} per 15 s.
+    scale_up_window_s: float = 0.0
+    scale_up_pods: int = 4
+    scale_up_percent: float = 100.0
+    scale_down_percent: float = 100.0
+    policy_period_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class HpaAutoscaler:
+    name: str = "hpa"
+    config: HpaConfig = field(default_factory=HpaConfig)
+    tick_s: float = 15.0  # §4.1: sync period
+    # §7: one Prometheus scrape plus the poll; the 15 s scrape interval is [inferred].
+    metric_lag_s: float = 15.0
+    window_s: float = 15.0  # the metric read at a sync: its average over one sync period
+    wakes_on_arrival: bool = False
+    knob: Knob = Knob(
+        name="target averageValue per pod",
+        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        source="autoscalers.md §4.1 (any positive per-pod target)",
+    )
+
+    def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
+        cfg, spec, now = self.config, inp.spec, inp.now
+        st: dict[str, Any] = dict(state)
+        hpa_min = max(1, spec.min_replicas)  # minReplicas defaults to 1; 0 needs an alpha gate
+        # currentReplicas is the scale target's spec.replicas, i.e. what the HPA last set; a
+        # new Deployment starts at >= minReplicas.
+        current = int(st["desired"]) if "desired" in st else max(inp.replicas.live, hpa_min)
+        if current == 0:
+            st["desired"] = 0
+            return Decision(0, "hpa_scaling_disabled", "target is at 0 replicas (§4.2)"), st
+        if isinstance(inp.metrics, NoData):
+            return hold(inp, {**st, "desired": current}, "hpa_no_data", inp.metrics.reason)
+
+        total = mean_metric(recent(inp.metrics, now, cfg.sync_period_s), spec.metric)
+        ready, missing = inp.replicas.ready, inp.replicas.starting
+        if total is None or ready == 0:
+            st["desired"] = current  # FailedGetPodsMetric: no pod reports a value
+            return Decision(current, "hpa_no_metrics", "no ready pod reports the metric"), st
+        target = max(spec.target_per_replica, 1e-9)
+        rec = self._recommend(total, ready, missing, target, current)
+        desired, reason = (
+            self._normalize_behavior(st, rec, current, hpa_min, spec.max_replicas, now)
+            if cfg.behavior
+            else self._normalize_legacy(st, rec, current, hpa_min, spec.max_replicas, now)
+        )
+        st["desired"] = desired
+        detail = (
+            f"metric {total / ready:.2f}/pod over {ready} ready ({missing} unready) vs "
+            f"target {target:g}: recommendation {rec}, current {current}"
+        )
+        return Decision(desired, reason, detail), st
+
+    def _recommend(
+        self, total: float, ready: int, missing: int, target: float, current: int
+    ) -> int:
+        """§4.1 replica calculation for a per-pod metric. Ready pods report; pods still
+        loading the model (running, not ready) have no metric yet ("missing"); pods whose
+        node is still provisioning are Pending and ignored."""
+        tol = self.config.tolerance
+        ratio = (total / ready) / target
+        if missing == 0:
+            if abs(1.0 - ratio) <= tol:
+                return current
+            return math.ceil(ratio * ready)
+        # Missing pods count as 100 % of target on a scale-down, 0 % on a scale-up.
+        filled = total + (missing * target if ratio < 1.0 else 0.0)
+        considered = ready + missing
+        new_ratio = (filled / considered) / target
+        if (
+            abs(1.0 - new_ratio) <= tol
+            or (ratio < 1.0 and new_ratio > 1.0)
+            or (ratio > 1.0 and new_ratio < 1.0)
+        ):
+            return current
+        new = math.ceil(new_ratio * considered)
+        if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
+            return current
+        return new
+
+    def _normalize_legacy(
+        self, st: dict[str, Any], rec: int, current: int, lo: int, hi: int, now: float
+    ) -> tuple[int, str]:
+        """§4.2 without ``behavior``: the max recommendation of the last 300 s, then the
+        scale-up cap max(2 x current, 4), then [min, max]."""
+        cfg = self.config
+        cutoff = now - cfg.downscale_stabilization_s
+        recs = [(t, r) for t, r in st.get("recs", []) if t > cutoff]
+        stabilized = max([rec] + [r for _, r in recs])
+        recs.append((now, rec))
+        st["recs"] = recs
+        up_limit = math.ceil(max(cfg.scale_up_limit_factor * current, cfg.scale_up_limit_minimum))
+        desired = clamp(stabilized, lo, min(hi, up_limit))
+        if desired > current:
+            return desired, "hpa_scale_up"
+        if desired < current:
+            return desired, "hpa_scale_down"
+        return desired, "hpa_stabilized" if stabilized != rec else "hpa_steady"
+
+    def _normalize_behavior(
+        self, st: dict[str, Any], rec: int, current: int, lo: int, hi: int, now: float
+    ) -> tuple[int, str]:
+        """§4.2 with ``behavior`` defaults: min over the up window, max over the down
+        window, then the per-period rate policies (selectPolicy Max), then [min, max]."""
+        cfg = self.config
+        keep = max(cfg.downscale_stabilization_s, cfg.scale_up_window_s)
+        recs = [(t, r) for t, r in st.get("recs", []) if t > now - keep]
+        up_rec = min([rec] + [r for t, r in recs if t > now - cfg.scale_up_window_s])
+        down_rec = max([rec] + [r for t, r in recs if t > now - cfg.downscale_stabilization_s])
+        recs.append((now, rec))
+        st["recs"] = recs
+        stabilized = min(max(current, up_rec), down_rec)
+
+        events = [(t, d) for t, d in st.get("events", []) if t > now - cfg.policy_period_s]
+        added = sum(d for _, d in events if d > 0)
+        removed = -sum(d for _, d in events if d < 0)
+        up_start = current - added + removed
+        up_limit = max(
+            up_start + cfg.scale_up_pods,
+            math.ceil(up_start * (1 + cfg.scale_up_percent / 100.0)),
+        )
+        up_limit = max(up_limit, current)  # the up limit never forces a scale-down
+        down_start = current + removed - added
+        down_limit = math.floor(down_start * (1 - cfg.scale_down_percent / 100.0))
+        down_limit = min(down_limit, current)
+        desired = clamp(stabilized, max(lo, down_limit), min(hi, up_limit))
+        if desired != current:
+            events.append((now, desired - current))
+        st["events"] = events
+        if desired > current:
+            return desired, "hpa_scale_up"
+        if desired < current:
+            return desired, "hpa_scale_down"
+        return desired, "hpa_stabilized" if stabilized != rec else "hpa_steady"

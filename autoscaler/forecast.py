@@ -1,0 +1,160 @@
+"""Short-horizon load model for gpucap's autoscaler, kept in a small JSON-able state.
+
+What it learns from the samples it has not seen yet (each sample is folded in once):
+- the arrival-rate level and trend (Holt's linear smoothing over 30 s buckets) and the
+  spread of the rate around that level (EWMA of squared one-step residuals);
+- the per-request cost of the scaling metric (seconds of service for concurrency, tokens
+  for tokens/s), learned only while requests are not queueing, so saturation does not teach
+  it that requests got cheaper;
+- a daily profile of the rate in 5-minute slots (288 numbers), used for seasonality once
+  the history spans more than a day.
+
+Nothing here reads a clock: time comes from the samples."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autoscaler.types import MetricsSample
+
+BUCKET_S = 30.0  # aggregation of rate samples before smoothing (Poisson noise averages out)
+ALPHA = 0.3  # level smoothing per bucket (~100 s memory)
+BETA = 0.1  # trend smoothing per bucket
+RESIDUAL_ALPHA = 0.05  # spread memory, ~10 min of buckets
+COST_ALPHA = 0.1  # per-request cost memory, ~5 min of buckets
+DAY_S = 86400.0
+SLOT_S = 300.0  # daily profile resolution
+SLOTS = int(DAY_S / SLOT_S)
+SEASON_ALPHA = 0.3  # weight of the newest day in a daily slot
+QUEUE_FREE = 0.5  # mean waiting requests below which a bucket can teach the cost
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """A read-only view of the learned load model (built from the state dict)."""
+
+    level: float | None  # requests/s
+    trend: float  # requests/s per second
+    spread: float  # std of the 30 s rate around the level, requests/s
+    cost: float | None  # metric units per (request/s): service seconds, or tokens/request
+    season: tuple[float | None, ...] | None  # daily profile when the history covers > 1 day
+
+    def season_ratio(self, now: float, ahead: float) -> float | None:
+        """Profile(now + ahead) / profile(now), both smoothed over neighbouring slots."""
+        if self.season is None:
+            return None
+        a, b = _slot_mean(self.season, now), _slot_mean(self.season, now + ahead)
+        if a is None or b is None or a <= 0:
+            return None
+        return b / a
+
+    def season_peak_ratio(self, now: float, horizon: float) -> float | None:
+        """The largest profile ratio over ``[now, now + horizon]`` (slot steps)."""
+        if self.season is None:
+            return None
+        best: float | None = None
+        steps = max(1, math.ceil(horizon / SLOT_S))
+        for i in range(steps + 1):
+            r = self.season_ratio(now, min(horizon, i * SLOT_S))
+            if r is not None:
+                best = r if best is None else max(best, r)
+        return best
+
+
+def _slot(t: float) -> int:
+    return int((t % DAY_S) // SLOT_S)
+
+
+def _slot_mean(season: Sequence[float | None], t: float) -> float | None:
+    i = _slot(t)
+    vals = [season[(i + d) % SLOTS] for d in (-1, 0, 1)]
+    known = [v for v in vals if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def view(state: dict[str, Any]) -> LoadModel:
+    first, last = state.get("first_t"), state.get("seen_t")
+    season = state.get("season")
+    covers_day = first is not None and last is not None and last - first > DAY_S
+    return LoadModel(
+        level=state.get("level"),
+        trend=float(state.get("trend", 0.0)),
+        spread=math.sqrt(float(state.get("resid2", 0.0))),
+        cost=state.get("cost"),
+        season=tuple(season) if (season is not None and covers_day) else None,
+    )
+
+
+def fold(state: dict[str, Any], samples: Sequence[MetricsSample], metric: str, step: float) -> None:
+    """Fold the samples newer than ``state['seen_t']`` into ``state`` (a fresh dict the
+    caller owns; nested lists are replaced, never mutated, so older states stay intact)."""
+    seen = state.get("seen_t")
+    fresh = [s for s in samples if seen is None or s.t > seen]
+    if not fresh:
+        return
+    if state.get("first_t") is None:
+        state["first_t"] = fresh[0].t
+    prev_t = seen
+    for s in fresh:
+        dt = step if prev_t is None else min(s.t - prev_t, 4 * step)
+        prev_t = s.t
+        _accumulate(state, s, dt, metric)
+    state["seen_t"] = fresh[-1].t
+
+
+def _accumulate(state: dict[str, Any], s: MetricsSample, dt: float, metric: str) -> None:
+    # The 30 s bucket: [start, seconds, requests, metric_seconds, queue_seconds]
+    b = state.get("bucket")
+    if b is None or s.t - b[0] > BUCKET_S:
+        if b is not None and b[1] > 0:
+            _close_bucket(state, b)
+        b = [s.t - dt, 0.0, 0.0, 0.0, 0.0]
+    used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
+    b = [b[0], b[1] + dt, b[2] + s.arrival_rate * dt, b[3] + (used or 0.0) * dt, b[4]]
+    b[4] += s.queue_depth * dt
+    state["bucket"] = b
+    # The 5-minute daily slot: [slot start, seconds, requests]
+    d = state.get("slot_acc")
+    start = s.t - (s.t % SLOT_S)
+    if d is None or d[0] != start:
+        if d is not None and d[1] >= SLOT_S / 2:
+            _close_slot(state, d)
+        d = [start, 0.0, 0.0]
+    state["slot_acc"] = [d[0], d[1] + dt, d[2] + s.arrival_rate * dt]
+
+
+def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
+    start, secs, reqs, metric_secs, queue_secs = b
+    rate = reqs / secs
+    level, trend = state.get("level"), float(state.get("trend", 0.0))
+    if level is None:
+        state["level"], state["trend"], state["resid2"] = rate, 0.0, 0.0
+    else:
+        gap = max(BUCKET_S, start + secs - float(state.get("level_t", start)))
+        steps = gap / BUCKET_S
+        predicted = max(0.0, level + trend * gap)
+        resid = rate - predicted
+        new_level = ALPHA * rate + (1 - ALPHA) * predicted
+        state["trend"] = BETA * (new_level - level) / gap + (1 - BETA) * trend / max(1.0, steps)
+        state["level"] = new_level
+        r2 = float(state.get("resid2", 0.0))
+        state["resid2"] = RESIDUAL_ALPHA * resid * resid + (1 - RESIDUAL_ALPHA) * r2
+    state["level_t"] = start + secs
+    # Per-request cost, only from buckets where requests did not queue.
+    if reqs > 0 and queue_secs / secs < QUEUE_FREE:
+        cost = metric_secs / reqs
+        old = state.get("cost")
+        state["cost"] = cost if old is None else COST_ALPHA * cost + (1 - COST_ALPHA) * old
+
+
+def _close_slot(state: dict[str, Any], d: list[float]) -> None:
+    start, secs, reqs = d
+    rate = reqs / secs
+    season = list(state.get("season") or [None] * SLOTS)
+    i = _slot(start)
+    old = season[i]
+    season[i] = rate if old is None else SEASON_ALPHA * rate + (1 - SEASON_ALPHA) * old
+    state["season"] = season

@@ -1,0 +1,73 @@
+"""Reading a :class:`MetricsWindow`: averages over a trailing span and request counts.
+
+Every decider reads its metrics through these few functions, so "what does a window of
+samples mean" is defined once: a sample at ``t`` covers the scrape interval that ends at
+``t``; a span ``(now - length, now]`` holds the samples whose ``t`` falls inside it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autoscaler.types import MetricsSample, MetricsWindow
+
+DEFAULT_INTERVAL_S = 1.0  # assumed scrape interval when a window holds a single sample
+
+
+def recent(window: MetricsWindow, now: float, length: float) -> tuple[MetricsSample, ...]:
+    """Samples with ``now - length < t <= now``, oldest first."""
+    lo = now - length
+    return tuple(s for s in window.samples if lo < s.t <= now)
+
+
+def concurrency(sample: MetricsSample) -> float:
+    """Requests in the system: being served plus waiting (at a replica or for one)."""
+    return sample.in_flight + sample.queue_depth
+
+
+def mean_concurrency(samples: Sequence[MetricsSample]) -> float | None:
+    if not samples:
+        return None
+    return sum(concurrency(s) for s in samples) / len(samples)
+
+
+def mean_tokens(samples: Sequence[MetricsSample]) -> float | None:
+    vals = [s.tokens_per_s for s in samples if s.tokens_per_s is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def mean_metric(samples: Sequence[MetricsSample], metric: str) -> float | None:
+    """The mean of the scaling metric (``concurrency`` or ``tokens_per_s``); ``None`` when
+    the samples do not carry it (missing is never zero)."""
+    if metric == "tokens_per_s":
+        return mean_tokens(samples)
+    return mean_concurrency(samples)
+
+
+def scrape_interval(window: MetricsWindow) -> float:
+    """The spacing of the window's samples (median gap), or a default for one sample."""
+    ts = [s.t for s in window.samples]
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
+    if not gaps:
+        return DEFAULT_INTERVAL_S
+    return gaps[len(gaps) // 2]
+
+
+def request_count(window: MetricsWindow, now: float, length: float) -> float:
+    """Requests that arrived in ``(now - length, now]``: each sample's rate times the
+    interval it covers (the gap to the previous sample, the median gap for the first)."""
+    step = scrape_interval(window)
+    lo = now - length
+    total = 0.0
+    prev_t: float | None = None
+    for s in window.samples:
+        covered = step if prev_t is None else min(s.t - prev_t, step * 4)
+        prev_t = s.t
+        if lo < s.t <= now:
+            total += s.arrival_rate * covered
+    return total
+
+
+def mean_arrival_rate(samples: Sequence[MetricsSample]) -> float | None:
+    if not samples:
+        return None
+    return sum(s.arrival_rate for s in samples) / len(samples)
