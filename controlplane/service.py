@@ -14,7 +14,6 @@ line and field path), :class:`InvalidArgumentError` (field + reason), :class:`No
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from controlplane.store.models import (
     Replica,
 )
 from controlplane.store.models import Model as ModelRow
+from providers.credentials import ExternalIdGenerator
 from schema.policy import Model as ModelSpec
 from schema.policy import Policy, Problem, semantic_problems
 from schema.policy_file import (
@@ -190,9 +190,16 @@ class ControlPlaneService:
     """Typed operations over the store. Thread-safe: writes are serialised by one lock (a
     daemon has one writer process; the lock keeps policy versions gap- and race-free)."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        external_ids: ExternalIdGenerator | None = None,
+    ) -> None:
         self.store = store
         self._clock = clock
+        self._external_ids = external_ids
         self._write_lock = threading.RLock()
         self._ticks_lock = threading.Lock()
         self._ticks: dict[str, JobTick] = {}
@@ -248,7 +255,7 @@ class ControlPlaneService:
             s.add(row)
             s.flush()
             cust.active_policy_id = row.id
-            _sync_accounts(s, policy)
+            _sync_accounts(s, policy, self._external_ids)
             _sync_policy_models(s, policy, now)
             _sync_pools(s, policy, now)
             _event(
@@ -820,7 +827,7 @@ def _may_overflow(policy: Policy, model: str) -> bool:
     return o.enabled and (not o.models or model in o.models)
 
 
-def _sync_accounts(s: Session, policy: Policy) -> None:
+def _sync_accounts(s: Session, policy: Policy, external_ids: ExternalIdGenerator | None) -> None:
     existing = {
         a.name: a for a in s.scalars(select(Account).where(Account.customer == policy.customer))
     }
@@ -832,10 +839,10 @@ def _sync_accounts(s: Session, policy: Policy) -> None:
         row.cloud, row.owner = acct.cloud.value, acct.owner.value
         row.regions = {"regions": list(acct.regions)}
         row.credentials_ref = acct.credentials.model_dump(mode="json", exclude_none=True)
-        if row.external_id is None and acct.cloud == "aws" and acct.owner == Owner.CUSTOMER:
-            # The ExternalId is gpucap's, per customer account (confused-deputy protection);
-            # it is never taken from the customer's file.
-            row.external_id = f"gpucap-{uuid.uuid4().hex}"
+        if external_ids is not None and acct.cloud == "aws" and acct.owner == Owner.CUSTOMER:
+            # A copy for display (`gpucap account ...`); the generator is the authority and
+            # never takes the id from the customer's file (providers/credentials.py).
+            row.external_id = external_ids.for_customer(policy.customer)
     for row in existing.values():
         s.delete(row)
 

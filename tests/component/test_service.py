@@ -26,10 +26,12 @@ from controlplane.store.models import (
     Replica,
 )
 from controlplane.store.models import Model as ModelRow
+from providers.credentials import ExternalIdGenerator
 from schema.policy_file import PolicyError, parse_policy
 from tests.policy_texts import api_model_spec, edited, example_policy, without_llama_8b
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+EXTERNAL_IDS = ExternalIdGenerator(b"test-secret-0123456789")
 
 
 class StepClock:
@@ -45,7 +47,7 @@ class StepClock:
 
 @pytest.fixture
 def svc(store: Store) -> ControlPlaneService:
-    return ControlPlaneService(store, clock=StepClock())
+    return ControlPlaneService(store, clock=StepClock(), external_ids=EXTERNAL_IDS)
 
 
 def _count(store: Store, table: type) -> int:
@@ -74,8 +76,8 @@ def test_apply_good_policy_records_version_accounts_models_and_pools(
         assert accounts["acme-aws"].credentials_ref == {
             "role_arn": "arn:aws:iam::123456789012:role/gpucap-provisioner"
         }
-        # gpucap generates the ExternalId for customer-owned AWS accounts only.
-        assert (accounts["acme-aws"].external_id or "").startswith("gpucap-")
+        # The ExternalId copy is kept for customer-owned AWS accounts only.
+        assert accounts["acme-aws"].external_id == EXTERNAL_IDS.for_customer("acme")
         assert accounts["acme-gcp"].external_id is None
         models = {m.name: m for m in s.scalars(select(ModelRow))}
         assert sorted(models) == ["deepseek-r1", "llama-70b", "llama-8b"]
