@@ -1,0 +1,7 @@
+"""Cold starts: how long a new replica takes to become ready in a pool, given what is staged
+there (baked image, pre-staged weights, warm nodes). Pure estimates here; the staging work
+itself (weight pre-staging, image snapshotting, warm pools) is done by the control plane."""
+
+from coldstart.model import ColdStartModel, Phases, Staging
+
+__all__ = ["ColdStartModel", "Phases", "Staging"]

@@ -1,9 +1,81 @@
-"""Placeholder: the 'daemon' command group is being built; see the issue that owns it."""
+"""``gpucap daemon``: run the control plane."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from controlplane.telemetry import configure_logging
+from schema.daemon_config import DaemonConfig, GrpcConfig
+from schema.policy_file import PolicyError, parse_yaml_model
+
+err = Console(stderr=True)
 
 
 def register(app: typer.Typer) -> None:
-    del app  # nothing registered yet
+    app.command("daemon")(daemon)
+
+
+def daemon(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Daemon config file (YAML).")
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Simulated clouds, demo policy, generated traffic.")
+    ] = False,
+    grpc_addr: Annotated[
+        str | None, typer.Option("--grpc-addr", help="Override the gRPC listen address.")
+    ] = None,
+    metrics_addr: Annotated[
+        str | None,
+        typer.Option("--metrics-addr", help="Prometheus /metrics address ('' disables)."),
+    ] = None,
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="json (default) or console.")
+    ] = "json",
+) -> None:
+    """Run the daemon: metrics -> autoscaler -> placement -> reconciler -> providers."""
+    from controlplane.daemon import Daemon, cloud_wiring, demo_wiring
+    from controlplane.settings import state_dir
+
+    cfg = DaemonConfig()
+    if config is not None:
+        try:
+            text = config.read_text(encoding="utf-8")
+        except OSError as exc:
+            err.print(f"{config}: cannot read: {exc}")
+            raise typer.Exit(2) from exc
+        try:
+            cfg, _ = parse_yaml_model(text, DaemonConfig, str(config))
+        except PolicyError as exc:
+            for p in exc.problems:
+                err.print(str(p), markup=False, highlight=False)
+            raise typer.Exit(2) from exc
+    if grpc_addr is not None:
+        cfg = cfg.model_copy(update={"grpc": GrpcConfig(**{**cfg.grpc.model_dump(), "addr": grpc_addr})})
+    if metrics_addr is not None:
+        cfg = cfg.model_copy(update={"metrics_addr": metrics_addr})
+    configure_logging(cfg.log_level, json=log_format == "json")
+
+    if demo:
+        wiring = demo_wiring(state_dir() / "demo")
+    else:
+        base = config.parent if config is not None else Path.cwd()
+        wiring = cloud_wiring(cfg, base)
+    d = Daemon(cfg, wiring)
+    try:
+        d.start()
+    except Exception as exc:  # e.g. refusing a non-loopback address without TLS + token
+        err.print(f"gpucap daemon: cannot start: {exc}", markup=False)
+        d.stop()
+        raise typer.Exit(1) from exc
+    if demo:
+        err.print(
+            f"[bold green]gpucap demo running[/] — gRPC {cfg.grpc.addr}, metrics "
+            f"{cfg.metrics_addr or 'off'}. In another terminal: [bold]gpucap models[/], "
+            "[bold]gpucap nodes[/], [bold]gpucap pools[/], [bold]gpucap events[/]. Ctrl-C stops."
+        )
+    d.run_forever()

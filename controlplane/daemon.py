@@ -1,0 +1,320 @@
+"""The gpucap daemon: wires the store, the control loop, the gRPC server and /metrics, and
+runs the loop's jobs on APScheduler.
+
+Each job runs on its own interval with ``max_instances=1`` and ``coalesce=True``: a slow
+tick never piles up behind itself, and missed ticks collapse into one (the loop is level
+triggered, so nothing is lost). SIGTERM/SIGINT let the running ticks finish, then close
+everything; SIGHUP re-applies the configured policy files (a bad file is reported and the
+last good policy stays active)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import start_http_server
+
+from autoscaler import GpucapAutoscaler
+from controlplane.loop import ControlLoop, LoopContext, Tuning
+from controlplane.loop.context import HealthProbe, ProviderResolver
+from controlplane.metrics_sources import MetricsSource
+from controlplane.service import ControlPlaneService
+from controlplane.store.db import Store
+from controlplane.store.migrate import upgrade
+from controlplane.telemetry import Metrics
+from schema.daemon_config import DaemonConfig
+from schema.policy_file import PolicyError
+
+log = structlog.get_logger("gpucap.daemon")
+
+
+@dataclass
+class Wiring:
+    """What differs between a real deployment and the demo."""
+
+    database_url: str
+    providers: ProviderResolver
+    health: HealthProbe
+    metrics_source: MetricsSource
+    tuning: Tuning
+    policy_texts: list[tuple[str, str]] = field(default_factory=list)  # (source, yaml)
+    policy_files: list[Path] = field(default_factory=list)
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        wiring: Wiring,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.wiring = wiring
+        self.telemetry = Metrics()
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self.clock = clock
+        self.store: Store | None = None
+        self.service: ControlPlaneService | None = None
+        self.loop: ControlLoop | None = None
+        self._scheduler: BackgroundScheduler | None = None
+        self._grpc: Any = None
+        self._http: Any = None
+        self.grpc_port: int | None = None
+        self.metrics_port: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        w = self.wiring
+        upgrade(w.database_url)
+        self.store = Store.from_url(w.database_url)
+        self.service = ControlPlaneService(self.store)
+        self.apply_policies()
+        ctx = LoopContext(
+            store=self.store,
+            providers=w.providers,
+            metrics_source=w.metrics_source,
+            health=w.health,
+            autoscaler=GpucapAutoscaler(),
+            telemetry=self.telemetry,
+            tuning=w.tuning,
+            clock=self.clock,
+        )
+        self.loop = ControlLoop(ctx)
+        self._start_metrics()
+        self._start_grpc()
+        self._start_scheduler()
+        log.info(
+            "daemon.started",
+            grpc=f"{self.config.grpc.addr.rsplit(':', 1)[0]}:{self.grpc_port}",
+            metrics=self.metrics_port,
+            database=_redact(w.database_url),
+        )
+
+    def run_forever(self) -> None:
+        """Block until SIGTERM/SIGINT (installed here: only the main thread may)."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        with contextlib.suppress(AttributeError, ValueError):
+            signal.signal(signal.SIGHUP, lambda *_: self._reload.set())
+        while not self._stop.is_set():
+            self._stop.wait(0.5)
+            if self._reload.is_set():
+                self._reload.clear()
+                self.apply_policies()
+        self.stop()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        log.info("daemon.stopping", signal=signal.Signals(signum).name)
+        self._stop.set()
+
+    def stop(self) -> None:
+        if self._scheduler is not None:
+            # wait=True: the ticks that are running finish; no new ones start.
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+        if self._grpc is not None:
+            self._grpc.stop(5.0)
+            self._grpc = None
+        if self._http is not None:
+            self._http.shutdown()
+            self._http = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        log.info("daemon.stopped")
+
+    # ------------------------------------------------------------------ policies
+    def apply_policies(self) -> None:
+        """Apply every configured policy. A bad one is logged with every problem and
+        skipped: the customer's last good policy stays active."""
+        assert self.service is not None
+        texts = list(self.wiring.policy_texts)
+        for path in self.wiring.policy_files:
+            try:
+                texts.append((str(path), path.read_text(encoding="utf-8")))
+            except OSError as exc:
+                log.error("policy.unreadable", file=str(path), error=str(exc))
+        for source, text in texts:
+            try:
+                pv = self.service.apply_policy(text, source=source, applied_by="daemon")
+                log.info("policy.applied", file=source, customer=pv.customer, version=pv.version)
+            except PolicyError as exc:
+                log.error(
+                    "policy.rejected",
+                    file=source,
+                    problems=[str(p) for p in exc.problems],
+                    note="the last good policy stays active",
+                )
+            except Exception as exc:  # the service's own typed errors (e.g. conflicts)
+                log.error("policy.rejected", file=source, error=str(exc))
+
+    # ------------------------------------------------------------------ parts
+    def _start_scheduler(self) -> None:
+        assert self.loop is not None
+        t = self.wiring.tuning
+        sched = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(4)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
+            timezone="UTC",
+        )
+        jobs: list[tuple[str, Callable[[], Any], float]] = [
+            ("collect_metrics", self.loop.collect_metrics, t.collect_s),
+            ("decide", self.loop.decide, t.decide_s),
+            ("place", self.loop.place, t.place_s),
+            ("reconcile", self.loop.reconcile, t.reconcile_s),
+        ]
+        for name, fn, every in jobs:
+            sched.add_job(
+                self._tick(name, fn), "interval", seconds=every, id=name, name=name,
+                next_run_time=datetime.now(UTC),
+            )
+        sched.start()
+        self._scheduler = sched
+
+    def _tick(self, name: str, fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            started = datetime.now(UTC)
+            t0 = time.perf_counter()
+            error: str | None = None
+            try:
+                fn()
+            except Exception as exc:  # a tick never takes the daemon down; the next one retries
+                error = f"{type(exc).__name__}: {exc}"
+                self.telemetry.tick_errors.labels(name, type(exc).__name__).inc()
+                log.exception("job.failed", job=name)
+            finally:
+                took = time.perf_counter() - t0
+                self.telemetry.tick_seconds.labels(name).observe(took)
+                if self.service is not None:
+                    self.service.record_tick(name, started, took, error)
+
+        return run
+
+    def _start_metrics(self) -> None:
+        addr = self.config.metrics_addr
+        if not addr:
+            return
+        host, _, port = addr.rpartition(":")
+        server, _thread = start_http_server(int(port), host or "127.0.0.1", self.telemetry.registry)
+        self._http = server
+        self.metrics_port = server.server_address[1]
+
+    def _start_grpc(self) -> None:
+        from controlplane.grpc.server import serve
+
+        g = self.config.grpc
+        token = Path(g.token_file).read_text().strip() if g.token_file else None
+        self._grpc = serve(
+            self.service, g.addr, tls_cert=g.tls_cert, tls_key=g.tls_key, token=token
+        )
+        self.grpc_port = getattr(self._grpc, "port", None)
+
+
+def _redact(url: str) -> str:
+    """Drop a password from a database URL before logging it."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+# ---------------------------------------------------------------------- wiring builders
+def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
+    from controlplane.resolvers import CloudResolver, HttpHealth, SimHealth, SimResolver
+    from controlplane.settings import database_url, ensure_state_dir
+    from providers.credentials import ExternalIdGenerator
+    from providers.sim import SimCloud
+
+    i = config.intervals
+    tuning = Tuning(
+        collect_s=i.collect_s, decide_s=i.decide_s, place_s=i.place_s, reconcile_s=i.reconcile_s
+    )
+    providers: ProviderResolver
+    health: HealthProbe
+    if config.provider_mode == "sim":
+        world = SimCloud()
+        providers, health = SimResolver(world), SimHealth(world)
+    else:
+        ids = ExternalIdGenerator.from_environment(ensure_state_dir())
+        providers, health = CloudResolver(ids, dict(config.endpoints)), HttpHealth()
+    from controlplane.metrics_sources import SyntheticTraffic
+
+    return Wiring(
+        database_url=database_url(config.database_url),
+        providers=providers,
+        health=health,
+        # TODO(issue: metrics): a Prometheus source; until then no traffic is observed and
+        # the autoscaler holds every model at its current scale (NoData), never guessing.
+        metrics_source=SyntheticTraffic({}),
+        tuning=tuning,
+        policy_files=[(config_dir / p).resolve() for p in config.policies],
+    )
+
+
+def demo_wiring(state_dir: Path) -> Wiring:
+    from controlplane.demo.traffic import demo_traffic
+    from controlplane.resolvers import SimHealth, SimResolver
+    from providers.sim import SimCloud, SimTimings
+    from schema.types import Cloud
+
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    db = state_dir / "demo.db"
+    # A fresh world each run: the simulated cloud lives in memory, so yesterday's database
+    # would describe instances that no longer exist anywhere.
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(f"{db}{suffix}")
+    world = SimCloud(timings=SimTimings(boot_s=3.0, serve_s=5.0, terminate_s=1.0))
+    # Small AWS pools so bursts spill over to GCP and shared OCI, as real stockouts do.
+    world.set_capacity(Cloud.AWS, "us-east-1", "p5.48xlarge", 2)
+    world.set_capacity(Cloud.AWS, "us-west-2", "p5.48xlarge", 1)
+    world.set_capacity(Cloud.AWS, "us-east-1", "p5e.48xlarge", 1)
+    world.set_capacity(Cloud.AWS, "us-west-2", "p5e.48xlarge", 0)
+    world.set_capacity(Cloud.GCP, "us-central1", "a3-ultragpu-8g", 2)
+    policy = resources.files("controlplane.demo").joinpath("policy.yaml").read_text()
+    tuning = replace(
+        Tuning(),
+        collect_s=1.0,
+        decide_s=2.0,
+        place_s=2.0,
+        reconcile_s=1.0,
+        gc_every_s=20.0,
+        capacity_block_s=30.0,
+        quota_block_s=60.0,
+        auth_block_s=60.0,
+        stable_window_s=12.0,
+        burst_window_s=3.0,
+        scale_down_delay_s=20.0,
+        backoff_base_s=0.5,
+        backoff_max_s=5.0,
+        # ~8 s instead of ~25 min: matches the simulated boot + serve time above.
+        cold_start_scale=8.0 / 1500.0,
+        provision_timeout_s=120.0,
+    )
+    return Wiring(
+        database_url=f"sqlite:///{db}",
+        providers=SimResolver(world),
+        health=SimHealth(world),
+        metrics_source=demo_traffic(),
+        tuning=tuning,
+        policy_texts=[("demo/policy.yaml", policy)],
+    )

@@ -1,0 +1,85 @@
+"""What the jobs share: the store, the way to reach each account's provider, the metrics
+source, the clock (read only here, at the edge), and tuning."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from autoscaler.types import Autoscaler
+from coldstart import ColdStartModel
+from controlplane.metrics_sources import MetricsBuffer, MetricsSource
+from controlplane.store.db import Store
+from controlplane.store.models import Account as AccountRow
+from controlplane.telemetry import Metrics
+from providers.base import CloudNode, Provider
+
+
+class ProviderResolver(Protocol):
+    """Hands out the provider for one of a customer's accounts (cached by the resolver)."""
+
+    def provider(self, customer: str, account: AccountRow) -> Provider: ...
+
+
+class HealthProbe(Protocol):
+    """Is the model server on this node answering its health check?"""
+
+    def serving(self, node: CloudNode) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Intervals and TTLs. Production defaults; the demo compresses them."""
+
+    collect_s: float = 15.0
+    decide_s: float = 15.0
+    place_s: float = 15.0
+    reconcile_s: float = 10.0
+    gc_every_s: float = 120.0
+    # How long an offering stays blocked after an error (HOUSE-STYLE principle 7: remember a
+    # shortage with a TTL; Karpenter's unavailable-offerings cache uses minutes).
+    capacity_block_s: float = 180.0
+    quota_block_s: float = 900.0
+    auth_block_s: float = 900.0
+    invalid_block_s: float = 3600.0
+    max_create_attempts: int = 8
+    backoff_base_s: float = 2.0
+    backoff_max_s: float = 120.0
+    # Autoscaler windows (autoscalers.md §1.8: Knative stable 60 s, panic 6 s).
+    stable_window_s: float = 60.0
+    burst_window_s: float = 6.0
+    scale_down_delay_s: float = 120.0
+    cold_start_scale: float = 1.0  # 1.0: coldstart.md timings; the demo shrinks them
+    provision_timeout_s: float = 3600.0  # a node not running after this is replaced
+
+
+@dataclass
+class LoopContext:
+    store: Store
+    providers: ProviderResolver
+    metrics_source: MetricsSource
+    health: HealthProbe
+    autoscaler: Autoscaler
+    telemetry: Metrics
+    tuning: Tuning = field(default_factory=Tuning)
+    coldstart: ColdStartModel = field(default_factory=ColdStartModel)
+    buffer: MetricsBuffer = field(default_factory=MetricsBuffer)
+    clock: Callable[[], float] = time.time
+
+    def now(self) -> float:
+        return self.clock()
+
+    def now_dt(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+
+def epoch(dt: datetime | None) -> float | None:
+    """Seconds since the epoch; SQLite hands back naive datetimes, which are UTC here."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()

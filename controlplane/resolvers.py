@@ -1,0 +1,107 @@
+"""Provider resolvers: how the control loop gets the Provider for one of a customer's
+accounts. The simulated resolver backs the demo; the cloud resolver builds real adapters
+through ``providers.registry`` (lazily, one per account, cached)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controlplane.store.models import Account as AccountRow
+from providers.base import CloudNode, Provider
+from providers.credentials import ExternalIdGenerator
+from providers.errors import AuthFailed, Scope
+from providers.registry import ProviderUnavailable, build_provider
+from providers.sim import SimCloud, SimProvider
+from schema.policy import Account, Credentials
+from schema.types import Cloud, Owner
+
+
+def account_model(row: AccountRow) -> Account:
+    return Account(
+        name=row.name,
+        cloud=Cloud(row.cloud),
+        owner=Owner(row.owner),
+        regions=list((row.regions or {}).get("regions", [])),
+        credentials=Credentials(**(row.credentials_ref or {})),
+    )
+
+
+@dataclass
+class SimResolver:
+    """Every account maps onto the one simulated world. A customer-owned account is keyed
+    by customer and name, so two customers' accounts never see each other's instances."""
+
+    world: SimCloud
+    _cache: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def provider(self, customer: str, account: AccountRow) -> Provider:
+        key = account.name if account.owner == Owner.SHARED else f"{customer}/{account.name}"
+        with self._lock:
+            if (customer, account.name) not in self._cache:
+                self._cache[(customer, account.name)] = SimProvider(
+                    Cloud(account.cloud), key, self.world
+                )
+            return self._cache[(customer, account.name)]
+
+
+@dataclass
+class SimHealth:
+    world: SimCloud
+
+    def serving(self, node: CloudNode) -> bool:
+        return self.world.serving(node.instance_id)
+
+
+@dataclass
+class CloudResolver:
+    external_ids: ExternalIdGenerator
+    endpoints: Mapping[Cloud, str] = field(default_factory=dict)
+    _cache: dict[tuple[str, str, str], Provider] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def provider(self, customer: str, account: AccountRow) -> Provider:
+        # Keyed by the credential reference too, so a policy change that points an account
+        # at another role or profile builds a new client.
+        key = (customer, account.name, repr(sorted((account.credentials_ref or {}).items())))
+        with self._lock:
+            if key not in self._cache:
+                model = account_model(account)
+                aws_customer = model.cloud == Cloud.AWS and model.owner == Owner.CUSTOMER
+                try:
+                    self._cache[key] = build_provider(
+                        model,
+                        customer=customer,
+                        external_id=self.external_ids.for_customer(customer)
+                        if aws_customer
+                        else None,
+                        endpoint_url=self.endpoints.get(model.cloud),
+                    )
+                except ProviderUnavailable as exc:
+                    raise AuthFailed(
+                        str(exc), code="AdapterUnavailable", scope=Scope.ACCOUNT
+                    ) from exc
+            return self._cache[key]
+
+
+@dataclass
+class HttpHealth:
+    """Asks the model server on the node (vLLM's ``/health``) over the private network."""
+
+    port: int = 8000
+    timeout_s: float = 2.0
+
+    def serving(self, node: CloudNode) -> bool:
+        import urllib.error
+        import urllib.request
+
+        if not node.private_ip:
+            return False
+        url = f"http://{node.private_ip}:{self.port}/health"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:  # noqa: S310
+                return bool(200 <= resp.status < 300)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False

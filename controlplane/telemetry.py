@@ -1,0 +1,73 @@
+"""Structured JSON logs (structlog) and Prometheus metrics for the daemon."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+def configure_logging(level: str = "info", json: bool = True) -> None:
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper())
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+class Metrics:
+    """The daemon's Prometheus metrics, on a registry of their own (tests build several)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.tick_seconds = Histogram(
+            "gpucap_job_tick_seconds",
+            "Duration of one tick of a daemon job.",
+            ["job"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.tick_errors = Counter(
+            "gpucap_job_errors_total", "Ticks that ended in an error.", ["job", "error"], registry=r
+        )
+        self.desired_replicas = Gauge(
+            "gpucap_model_desired_replicas",
+            "Replicas the autoscaler wants.",
+            ["customer", "model"],
+            registry=r,
+        )
+        self.ready_replicas = Gauge(
+            "gpucap_model_ready_replicas",
+            "Replicas serving.",
+            ["customer", "model"],
+            registry=r,
+        )
+        self.nodes = Gauge(
+            "gpucap_nodes", "Nodes by pool and state.", ["pool", "state"], registry=r
+        )
+        self.provider_errors = Counter(
+            "gpucap_provider_errors_total",
+            "Errors returned by cloud providers, by type.",
+            ["cloud", "account", "type"],
+            registry=r,
+        )
+        self.provider_calls = Counter(
+            "gpucap_provider_calls_total",
+            "Calls made to cloud providers.",
+            ["cloud", "call"],
+            registry=r,
+        )

@@ -1,0 +1,224 @@
+"""The whole control loop (metrics -> autoscaler -> placement -> reconciler -> provider)
+against the simulated cloud and a real database (SQLite and PostgreSQL), on a hand-driven
+clock. Asserts the state of the world: rows in the store and instances at the cloud."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+import pytest
+from sqlalchemy import select
+
+from autoscaler import GpucapAutoscaler
+from autoscaler.types import MetricsSample
+from controlplane.loop import ControlLoop, LoopContext, Tuning
+from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.resolvers import SimHealth, SimResolver
+from controlplane.service import ControlPlaneService
+from controlplane.store.db import Store
+from controlplane.store.models import DecisionRecord, Event, Model, Node, Pool
+from controlplane.telemetry import Metrics
+from providers.base import TAG_CUSTOMER, TAG_MANAGED, NodeRequest, ownership_tags
+from providers.sim import SimCloud, SimProvider, SimTimings
+from schema.types import Cloud, NodeState
+
+POLICY = resources.files("controlplane.demo").joinpath("policy.yaml").read_text()
+
+
+@dataclass
+class Clock:
+    t: float = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@dataclass
+class ScriptedLoad:
+    """In-flight load per model, set by the test; ``None`` means the source has no data."""
+
+    load: dict[ModelKey, float | None] = field(default_factory=dict)
+
+    def collect(
+        self, now: float, capacity: Mapping[ModelKey, Capacity]
+    ) -> dict[ModelKey, MetricsSample | None]:
+        out: dict[ModelKey, MetricsSample | None] = {}
+        for key in capacity:
+            v = self.load.get(key, 0.0)
+            out[key] = None if v is None else MetricsSample(now, v / 2.0, v, 0.0)
+        return out
+
+
+TUNING = replace(
+    Tuning(),
+    stable_window_s=10.0,
+    burst_window_s=2.0,
+    scale_down_delay_s=10.0,
+    cold_start_scale=0.001,
+    capacity_block_s=60.0,
+    backoff_base_s=0.5,
+    backoff_max_s=2.0,
+    gc_every_s=0.0,
+)
+
+
+@pytest.fixture
+def world() -> tuple[SimCloud, Clock]:
+    clock = Clock()
+    return SimCloud(timings=SimTimings(boot_s=3, serve_s=4, terminate_s=1), clock=clock), clock
+
+
+@pytest.fixture
+def loop(store: Store, world: tuple[SimCloud, Clock]) -> tuple[ControlLoop, ScriptedLoad]:
+    sim, clock = world
+    ControlPlaneService(store).apply_policy(POLICY, source="demo", applied_by="test")
+    load = ScriptedLoad()
+    ctx = LoopContext(
+        store=store,
+        providers=SimResolver(sim),
+        metrics_source=load,
+        health=SimHealth(sim),
+        autoscaler=GpucapAutoscaler(),
+        telemetry=Metrics(),
+        tuning=TUNING,
+        clock=clock,
+    )
+    return ControlLoop(ctx), load
+
+
+def run(loop: ControlLoop, clock: Clock, seconds: int) -> None:
+    for _ in range(seconds):
+        loop.collect_metrics()
+        loop.decide()
+        loop.place()
+        loop.reconcile()
+        clock.t += 1
+
+
+def live_nodes(store: Store, model: str | None = None) -> list[Node]:
+    with store.session() as s:
+        q = select(Node).where(Node.state.notin_([NodeState.TERMINATED, NodeState.FAILED]))
+        nodes = list(s.scalars(q))
+        if model is None:
+            return nodes
+        ids = {m.id for m in s.scalars(select(Model).where(Model.name == model))}
+        return [n for n in nodes if n.replica.model_id in ids]
+
+
+def assert_no_leak(store: Store, sim: SimCloud) -> None:
+    """Every instance alive at the cloud has a live intent in the store, and vice versa."""
+    alive = {
+        i.intent_id
+        for i in sim.instances.values()
+        if sim.status(i).value not in ("terminated", "stopping")
+    }
+    tracked = {n.id for n in live_nodes(store) if n.instance_id is not None}
+    assert alive == tracked
+    for intent in alive:
+        assert sim.live_instances_with_intent(intent) == 1
+
+
+def test_scales_up_to_ready_and_back_down(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    load.load[("demo", "llama-70b")] = 200.0  # 200 in flight / (64 x 0.7) -> 5 replicas
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "llama-70b")
+    assert len(nodes) == 5
+    assert all(n.state == NodeState.READY for n in nodes)
+    assert all(n.instance_id and n.running_at and n.ready_at for n in nodes)
+    assert_no_leak(store, sim)
+
+    load.load[("demo", "llama-70b")] = 10.0  # -> 1 replica, after the scale-down delays
+    run(ctl, clock, 300)
+    assert len(live_nodes(store, "llama-70b")) == 1
+    assert_no_leak(store, sim)
+    with store.session() as s:
+        reasons = {d.reason for d in s.scalars(select(DecisionRecord))}
+    assert {"scale_up", "scale_down"} <= reasons
+
+
+def test_stockout_degrades_to_next_pool_and_blocks_the_offering(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    # No p5.48xlarge anywhere in the AWS account: placement must move on, not retry hot.
+    for region in ("us-east-1", "us-west-2"):
+        sim.set_capacity(Cloud.AWS, region, "p5.48xlarge", 0)
+    load.load[("demo", "llama-70b")] = 100.0
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "llama-70b")
+    assert len(nodes) == 3 and all(n.state == NodeState.READY for n in nodes)
+    assert all(n.instance_type != "p5.48xlarge" for n in nodes)
+    with store.session() as s:
+        blocked = s.scalars(select(Pool).where(Pool.instance_type == "p5.48xlarge")).all()
+        assert any(p.unavailable_until is not None for p in blocked)
+        failed = s.scalars(select(Node).where(Node.state == NodeState.FAILED)).all()
+        assert failed and all("CapacityUnavailable" in (n.error or "") for n in failed)
+    assert_no_leak(store, sim)
+
+
+def test_lost_create_response_never_duplicates(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    # The cloud creates the instance but the response is lost, twice in a row.
+    sim.inject(Cloud.AWS, "demo/demo-aws", "crash_after_create", count=2)
+    load.load[("demo", "chat-8b")] = 20.0
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "chat-8b")
+    assert nodes and all(n.state == NodeState.READY for n in nodes)
+    for n in nodes:
+        assert sim.live_instances_with_intent(n.id) == 1
+    assert_no_leak(store, sim)
+
+
+def test_orphans_carrying_our_tags_are_terminated(loop, world, store):
+    ctl, _ = loop
+    sim, clock = world
+    # An instance from a crash before its intent was recorded (or from a lost database).
+    orphan = SimProvider(Cloud.AWS, "demo/demo-aws", sim).create_node(
+        NodeRequest(
+            "n-orphan", "p5.4xlarge", "us-east-1",
+            tags=ownership_tags("n-orphan", "demo", "demo/demo-aws/us-east-1/p5.4xlarge", "x"),
+        )
+    )
+    # Someone else's instance in the same account, without our tags: never touched.
+    foreign = SimProvider(Cloud.AWS, "demo/demo-aws", sim).create_node(
+        NodeRequest("theirs", "p5.4xlarge", "us-east-1", tags={"team": "research"})
+    )
+    run(ctl, clock, 5)
+    assert sim.status(sim.instances[orphan.node.instance_id]).value in ("stopping", "terminated")
+    assert sim.status(sim.instances[foreign.node.instance_id]).value == "running"
+    with store.session() as s:
+        kinds = [e.kind for e in s.scalars(select(Event))]
+    assert "node.orphan_terminated" in kinds
+    assert TAG_MANAGED not in foreign.node.tags and TAG_CUSTOMER not in foreign.node.tags
+
+
+def test_no_data_holds_scale(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    load.load[("demo", "llama-70b")] = 200.0
+    run(ctl, clock, 20)
+    before = len(live_nodes(store, "llama-70b"))
+    load.load[("demo", "llama-70b")] = None  # metrics stop arriving
+    clock.t += 120  # long past the staleness limit
+    run(ctl, clock, 10)
+    assert len(live_nodes(store, "llama-70b")) == before
+    with store.session() as s:
+        m = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
+        assert m.desired_reason == "hold_no_data"
+
+
+def test_deleted_model_releases_every_node(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    load.load[("demo", "coder-32b")] = 150.0
+    run(ctl, clock, 15)
+    assert live_nodes(store, "coder-32b")
+    policy = POLICY.replace("  - name: coder-32b", "  - name: coder-gone", 1)
+    ControlPlaneService(store).apply_policy(policy, source="demo", applied_by="test")
+    run(ctl, clock, 10)
+    assert live_nodes(store, "coder-32b") == []
+    assert_no_leak(store, sim)
