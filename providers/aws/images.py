@@ -38,38 +38,48 @@ def create_image(
             # A reboot gives a consistent filesystem; the source is a bake node, not a
             # serving one (clouds.md §B: NoReboot risks an inconsistent image).
             NoReboot=False,
-            TagSpecifications=[
-                {"ResourceType": "image", "Tags": tag_list},
-                {"ResourceType": "snapshot", "Tags": tag_list},
-            ],
+            TagSpecifications=[{"ResourceType": "image", "Tags": tag_list}],
         )
+        # Snapshots are tagged in a second call rather than with a "snapshot"
+        # TagSpecification, which moto (the emulator) does not implement; AWS accepts both.
+        raw = _describe_raw(sess, region, resp["ImageId"])
+        snapshots = _snapshot_ids(raw or {})
+        if snapshots:
+            ec2.create_tags(Resources=snapshots, Tags=tag_list)
     except Exception as exc:
         raise from_botocore(exc, region=region) from exc
-    found = describe_image(sess, region, resp["ImageId"])
-    return found or Image(resp["ImageId"], name, region, "pending")
+    if raw is None:
+        return Image(resp["ImageId"], name, region, "pending")
+    return _to_image(raw, region)
 
 
 def describe_image(sess: AwsSession, region: str, image_id: str) -> Image | None:
     raw = _describe_raw(sess, region, image_id)
-    if raw is None:
-        return None
+    return None if raw is None else _to_image(raw, region)
+
+
+def _to_image(raw: Mapping[str, Any], region: str) -> Image:
     return Image(
-        image_id=raw["ImageId"],
+        image_id=str(raw["ImageId"]),
         name=str(raw.get("Name", "")),
         region=region,
         state=_STATE.get(str(raw.get("State")), "failed"),
     )
 
 
-def delete_image(sess: AwsSession, region: str, image_id: str) -> None:
-    raw = _describe_raw(sess, region, image_id)
-    if raw is None:
-        return
-    snapshots = [
+def _snapshot_ids(raw: Mapping[str, Any]) -> list[str]:
+    return [
         m["Ebs"]["SnapshotId"]
         for m in raw.get("BlockDeviceMappings", []) or []
         if m.get("Ebs", {}).get("SnapshotId")
     ]
+
+
+def delete_image(sess: AwsSession, region: str, image_id: str) -> None:
+    raw = _describe_raw(sess, region, image_id)
+    if raw is None:
+        return
+    snapshots = _snapshot_ids(raw)
     ec2 = sess.client("ec2", region)
     for call, kwargs in [(ec2.deregister_image, {"ImageId": image_id})] + [
         (ec2.delete_snapshot, {"SnapshotId": s}) for s in snapshots

@@ -16,9 +16,14 @@ from __future__ import annotations
 from typing import Literal, Protocol, runtime_checkable
 
 from providers.base import Provider
+from providers.retry import RetryPolicy
 
 Fault = Literal["capacity", "quota", "throttle", "transient", "auth"]
 FAULTS: tuple[Fault, ...] = ("capacity", "quota", "throttle", "transient", "auth")
+
+# The retry policy every harness builds its provider with: fast, but bounded, because the
+# contract checks the *number* of attempts (``retry_budget``), not the waiting.
+CONTRACT_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01, max_total_s=10)
 
 
 @runtime_checkable

@@ -8,13 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from providers.retry import RetryPolicy
 from providers.sim import SimCloud, SimProvider, SimTimings
 from schema.types import Cloud
-from tests.contract.harness import Fault
-
-# Fast but bounded: the contract checks the *count* of attempts, not the waiting.
-CONTRACT_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01, max_total_s=10)
+from tests.contract.harness import CONTRACT_RETRY, Fault
 
 
 @dataclass
