@@ -16,6 +16,7 @@ from providers.aws import AwsProvider, build_provider
 from providers.aws.instances import LIVE_STATES
 from providers.base import TAG_INTENT
 from schema.policy import Account
+from schema.types import Cloud, Owner
 from tests.contract.harness import CONTRACT_RETRY, Fault
 from tests.fakes.moto_server import HARNESS_FAULTS, MotoEmulator, moto, moto_server
 
@@ -81,7 +82,7 @@ def aws_harness(moto: MotoEmulator) -> Iterator[AwsHarness]:
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto.direct_url)
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto.direct_url)
     s3.create_bucket(Bucket=BUCKET)  # idempotent in us-east-1
-    account = Account(name="contract-aws", cloud="aws", owner="shared", regions=[REGION])
+    account = Account(name="contract-aws", cloud=Cloud.AWS, owner=Owner.SHARED, regions=[REGION])
     provider = build_provider(
         account,
         customer="contract-co",
