@@ -1,0 +1,314 @@
+"""OCI compute instances: find-or-create launch, describe, list by ownership tags, terminate.
+
+Idempotency (providers/base.py contract, clouds.md §D.4 point 3): the node's intent id is
+in a freeform tag *and* in ``opc-retry-token``. A create first lists the compartment for a
+live instance carrying the intent tag, so a retry after a crash finds the instance even if
+the token has expired (24 h, clouds.md §A.5) or was never sent. The find and the launch are
+retried together as one unit, so an attempt after a lost response finds instead of creating.
+
+A retry token outlives the instance it made: OCI replays the original launch response for
+24 h, even after that instance was terminated. A re-create of a terminated intent would get
+the dead instance back, so when the launched instance reads as terminated, the token is
+chained to that instance's OCID (deterministic, so crash-safe) and the launch repeated.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from providers.base import (
+    MANAGED_VALUE,
+    TAG_INTENT,
+    TAG_MANAGED,
+    CloudNode,
+    CreateResult,
+    InstanceStatus,
+    NodeRequest,
+)
+from providers.errors import InvalidRequest, NotFound, Scope, TransientError
+from providers.oci.errors import Target, Where
+from providers.oci.offerings import availability_domains, offered_shapes
+from providers.oci.session import OciSession
+from providers.retry import call_with_retry
+
+log = structlog.get_logger(__name__)
+
+_GONE = frozenset({"TERMINATING", "TERMINATED"})
+_STATUS = {
+    "PROVISIONING": InstanceStatus.PENDING,
+    "STARTING": InstanceStatus.PENDING,
+    "MOVING": InstanceStatus.PENDING,
+    "RUNNING": InstanceStatus.RUNNING,
+    "CREATING_IMAGE": InstanceStatus.RUNNING,
+    "STOPPING": InstanceStatus.STOPPING,
+    "STOPPED": InstanceStatus.STOPPED,
+    "TERMINATING": InstanceStatus.TERMINATED,
+    "TERMINATED": InstanceStatus.TERMINATED,
+}
+# OCI retry tokens: at most 64 characters (oci ComputeClient docstring).
+_TOKEN_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MAX_TOKEN_CHAIN = 4  # re-creates of one intent within a token's 24 h lifetime
+BASE_IMAGE_OS = "Oracle Linux"  # the GPU platform images (driver preinstalled)
+SUBNET_TAG = "gpucap-subnet"  # a subnet an operator marked for gpucap nodes
+
+
+def retry_token(intent_id: str, replaced: str | None = None) -> str:
+    """The opc-retry-token for an intent: the intent id itself when OCI accepts it, else a
+    digest; chained to a replaced (terminated) instance's OCID after a re-create."""
+    if replaced is None and _TOKEN_OK.match(intent_id):
+        return intent_id
+    seed = intent_id if replaced is None else f"{intent_id}\x00{replaced}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:64]
+
+
+def to_node(inst: Any, region: str) -> CloudNode:
+    tags = dict(inst.freeform_tags or {})
+    return CloudNode(
+        instance_id=inst.id,
+        intent_id=tags.get(TAG_INTENT, ""),
+        instance_type=inst.shape,
+        region=region,
+        zone=inst.availability_domain,
+        status=_STATUS.get(inst.lifecycle_state, InstanceStatus.PENDING),
+        tags=tags,
+    )
+
+
+class Instances:
+    """Instance verbs for one account (all regions)."""
+
+    def __init__(self, session: OciSession) -> None:
+        self.session = session
+        self._images: dict[tuple[str, str], str] = {}  # (region, shape) -> base image OCID
+        self._subnets: dict[tuple[str, str], str] = {}  # (region, AD) -> subnet OCID
+        self._lock = threading.Lock()
+
+    # --- create ----------------------------------------------------------------------------
+
+    def create(self, req: NodeRequest) -> CreateResult:
+        where = Where(region=req.region, zone=req.zone, instance_type=req.instance_type)
+        zone = req.zone or self._pick_zone(req)
+        where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
+        image = req.image or self._base_image(req.region, req.instance_type, where)
+        subnet = self._subnet(req.region, zone, where)
+        return call_with_retry(
+            lambda: self._find_or_launch(req, zone, image, subnet, where),
+            self.session.retry_policy,
+            what="oci.create_node",
+        )
+
+    def _find_or_launch(
+        self, req: NodeRequest, zone: str, image: str, subnet: str, where: Where
+    ) -> CreateResult:
+        """One attempt: find a live instance for the intent, else launch one."""
+        mine = self._with_intent(req.region, req.intent_id, where)
+        live = [i for i in mine if i.lifecycle_state not in _GONE]
+        if live:
+            live.sort(key=lambda i: i.time_created)
+            found = live[0]
+            log.info("oci.create_found", intent=req.intent_id, instance=found.id)
+            return CreateResult(to_node(found, req.region), created=False)
+        replaced: str | None = None
+        for _ in range(_MAX_TOKEN_CHAIN):
+            inst = self._launch(req, zone, image, subnet, retry_token(req.intent_id, replaced))
+            current = self.session.call_once(
+                "get_instance",
+                self.session.compute(req.region).get_instance,
+                inst.id,
+                where=Where(req.region, zone, req.instance_type, Target.RESOURCE),
+            ).data
+            if current.lifecycle_state not in _GONE:
+                log.info("oci.create_launched", intent=req.intent_id, instance=current.id)
+                return CreateResult(to_node(current, req.region), created=True)
+            replaced = inst.id  # a replay of a terminated instance's launch: chain the token
+        raise TransientError(
+            f"intent {req.intent_id}: launch kept returning terminated instances",
+            "RetryTokenReplay",
+            Scope.REQUEST,
+            retryable=False,
+            region=req.region,
+            zone=zone,
+            instance_type=req.instance_type,
+        )
+
+    def _launch(self, req: NodeRequest, zone: str, image: str, subnet: str, token: str) -> Any:
+        import oci
+
+        m = oci.core.models
+        tags = {**req.tags, TAG_INTENT: req.intent_id, TAG_MANAGED: MANAGED_VALUE}
+        metadata = {}
+        if req.user_data:
+            metadata["user_data"] = base64.b64encode(req.user_data.encode()).decode()
+        details = m.LaunchInstanceDetails(
+            compartment_id=self.session.compartment_id,
+            availability_domain=zone,
+            shape=req.instance_type,
+            display_name=f"gpucap-{req.intent_id}",
+            freeform_tags=tags,
+            metadata=metadata,
+            capacity_reservation_id=req.reservation,
+            source_details=m.InstanceSourceViaImageDetails(image_id=image),
+            create_vnic_details=m.CreateVnicDetails(subnet_id=subnet, assign_public_ip=False),
+        )
+        # One request, no retry of any kind here: "Out of host capacity" is a 500 and must
+        # reach placement at once (clouds.md §A.5, §A.6); throttle/transient retries happen a
+        # level up, around find-or-launch.
+        resp = self.session.call_once(
+            "launch_instance",
+            self.session.compute(req.region).launch_instance,
+            details,
+            opc_retry_token=token,
+            where=Where(req.region, zone, req.instance_type),
+        )
+        log.info(
+            "oci.launch",
+            intent=req.intent_id,
+            region=req.region,
+            zone=zone,
+            shape=req.instance_type,
+            instance=resp.data.id,
+            opc_request_id=resp.request_id,
+            work_request=resp.headers.get("opc-work-request-id"),
+        )
+        return resp.data
+
+    def _with_intent(self, region: str, intent_id: str, where: Where) -> list[Any]:
+        return [
+            i
+            for i in self.session.list_all_once(
+                "list_instances",
+                self.session.compute(region).list_instances,
+                self.session.compartment_id,
+                where=where,
+            )
+            if (i.freeform_tags or {}).get(TAG_INTENT) == intent_id
+        ]
+
+    # --- placement inputs ------------------------------------------------------------------
+
+    def _pick_zone(self, req: NodeRequest) -> str:
+        where = Where(region=req.region, instance_type=req.instance_type)
+        for ad in availability_domains(self.session, req.region):
+            if req.instance_type in offered_shapes(self.session, req.region, ad):
+                return ad
+        raise InvalidRequest(
+            f"{req.instance_type} is not offered in any availability domain of {req.region}",
+            "ShapeNotOffered",
+            Scope.REQUEST,
+            region=where.region,
+            instance_type=where.instance_type,
+        )
+
+    def _base_image(self, region: str, shape: str, where: Where) -> str:
+        with self._lock:
+            cached = self._images.get((region, shape))
+        if cached:
+            return cached
+        images = self.session.list_all(
+            "list_images",
+            self.session.compute(region).list_images,
+            self.session.compartment_id,
+            operating_system=BASE_IMAGE_OS,
+            shape=shape,
+            lifecycle_state="AVAILABLE",
+            sort_by="TIMECREATED",
+            sort_order="DESC",
+            where=where,
+        )
+        gpu = [i for i in images if "GPU" in (i.display_name or "")]
+        if not gpu:
+            raise InvalidRequest(
+                f"no {BASE_IMAGE_OS} GPU image for {shape} in {region}",
+                "NoBaseImage",
+                Scope.REQUEST,
+                region=region,
+                instance_type=shape,
+            )
+        with self._lock:
+            self._images[(region, shape)] = gpu[0].id
+        return str(gpu[0].id)
+
+    def _subnet(self, region: str, zone: str, where: Where) -> str:
+        with self._lock:
+            cached = self._subnets.get((region, zone))
+        if cached:
+            return cached
+        subnets = [
+            s
+            for s in self.session.list_all(
+                "list_subnets",
+                self.session.network(region).list_subnets,
+                self.session.compartment_id,
+                where=where,
+            )
+            if s.lifecycle_state == "AVAILABLE" and s.availability_domain in (None, zone)
+        ]
+        subnets.sort(key=lambda s: (s.freeform_tags or {}).get(SUBNET_TAG) != "true")
+        if not subnets:
+            raise InvalidRequest(
+                f"no usable subnet in compartment for {region} {zone}",
+                "NoSubnet",
+                Scope.REQUEST,
+                region=region,
+                zone=zone,
+            )
+        with self._lock:
+            self._subnets[(region, zone)] = subnets[0].id
+        return str(subnets[0].id)
+
+    # --- describe / list / terminate -------------------------------------------------------
+
+    def describe(self, region: str, instance_id: str) -> CloudNode | None:
+        try:
+            inst = self.session.call(
+                "get_instance",
+                self.session.compute(region).get_instance,
+                instance_id,
+                where=Where(region=region, target=Target.RESOURCE),
+            ).data
+        except NotFound:
+            return None
+        return to_node(inst, region)
+
+    def list(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+        found = self.session.list_all(
+            "list_instances",
+            self.session.compute(region).list_instances,
+            self.session.compartment_id,
+            where=Where(region=region),
+        )
+        return [
+            to_node(i, region)
+            for i in found
+            if i.lifecycle_state not in _GONE
+            and all((i.freeform_tags or {}).get(k) == v for k, v in tags.items())
+        ]
+
+    def terminate(self, region: str, instance_id: str) -> None:
+        """Idempotent: not found, terminating or terminated all mean done."""
+        where = Where(region=region, target=Target.RESOURCE)
+        try:
+            self.session.call(
+                "terminate_instance",
+                self.session.compute(region).terminate_instance,
+                instance_id,
+                preserve_boot_volume=False,
+                where=where,
+            )
+        except NotFound:
+            return
+        except TransientError:
+            # A busy instance (e.g. mid-image-capture) can refuse; if it is already going
+            # away that is success, otherwise the caller retries later.
+            node = self.describe(region, instance_id)
+            if node is None or node.status == InstanceStatus.TERMINATED:
+                return
+            raise
+        log.info("oci.terminate", region=region, instance=instance_id)
