@@ -1,0 +1,454 @@
+"""The discrete-event, request-level replay: one autoscaler, one knob value, one trace.
+
+Virtual time only; deterministic (no randomness here at all: arrivals are fixed by the trace
+reader's seed). Rules every autoscaler shares, only the decision logic differs:
+
+- A model's requests are served first-come first-served by the concurrency slots of its ready
+  replicas (one queue per model, as behind Knative's activator / a load balancer). A request
+  waits while no slot is free, and is never dropped: with no replica at all it queues and
+  wakes the model. It meets its SLO when its wait before service starts is <= the model's
+  ``slo_s``; one still waiting at the end of the trace is a miss and ``unserved``.
+- Service time per request comes from the fleet's service-time model (``ModelRun``).
+- New replicas come from a :class:`~controlplane.simulator.capacity.Capacity`: requested now,
+  ``provisioning`` until their nodes run, ``starting`` until ready. GPU time is charged from
+  the request to the release. Removing replicas cancels not-yet-ready ones first (newest
+  first), then drains the ready ones with the least work left; a draining replica takes no
+  new requests and is released when its last request ends.
+- The autoscaler decides every ``tick_s`` from samples at most ``now - metric_lag_s`` old
+  (scrape interval from the fleet). A model with no replica, no request waiting and a
+  decision of 0 sleeps: it costs no work until its next request (minus ``wake_lead_s``), which
+  wakes it: an autoscaler that ``wakes_on_arrival`` decides at once and also sees a fresh
+  sample of the waiting request (Knative's activator poke, autoscalers.md §1.1); the others
+  resume at their next own tick after it and see it through their metric lag.
+- Every model starts warm with enough ready replicas for its first 10 minutes of load at its
+  target utilization (same for every autoscaler; the replay does not open on a cold start).
+
+Hot path: per request, one heap operation on the model's slot heap and one list append;
+metrics are computed per scrape bin in numpy (``metrics.LoadMeter``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autoscaler.types import (
+    Autoscaler,
+    AutoscalerInput,
+    MetricsSample,
+    MetricsWindow,
+    NoData,
+    ReplicaCounts,
+    ScalingSpec,
+    State,
+)
+from controlplane.simulator.capacity import Capacity, Grant
+from controlplane.simulator.metrics import LoadMeter
+
+# Event kinds, in the order they are handled at equal times: capacity changes first, so a
+# decision at time t sees the replicas that became ready at t.
+_RUNNING, _READY, _TICK, _WAKE = 0, 1, 2, 3
+_PROVISIONING, _STARTING, _SERVING, _DRAINING, _GONE = 0, 1, 2, 3, 4
+WARM_START_WINDOW_S = 600.0
+
+
+@dataclass
+class ModelRun:
+    """One model's fixed inputs to a replay."""
+
+    name: str
+    arrivals: np.ndarray
+    service_s: np.ndarray
+    output_tokens: np.ndarray | None
+    slots: int
+    slo_s: float
+    gpus_per_replica: int
+    usd_per_replica_hour: float
+    spec: ScalingSpec
+    initial_replicas: int = 0
+
+    def __post_init__(self) -> None:
+        if self.arrivals.shape != self.service_s.shape:
+            raise ValueError(f"{self.name}: arrivals and service times differ in length")
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    t: float
+    desired: int
+    ready: int
+    live: int
+
+
+@dataclass
+class ModelOutcome:
+    model: str
+    requests: int
+    met_slo: int
+    unserved: int
+    waits: np.ndarray  # per request; unserved ones carry their wait until the end (censored)
+    gpu_hours: float
+    cost_usd: float
+    cold_starts: int
+    scale_events: int
+    timeline: list[TimelinePoint]
+
+
+@dataclass
+class RunOutcome:
+    autoscaler: str
+    knob: float | None
+    end_s: float
+    models: dict[str, ModelOutcome]
+    wall_s: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return sum(m.requests for m in self.models.values())
+
+    def summary(self) -> dict[str, object]:
+        n = self.requests
+        waits = np.concatenate([m.waits for m in self.models.values()])
+        return {
+            "autoscaler": self.autoscaler,
+            "knob": self.knob,
+            "slo_attainment": sum(m.met_slo for m in self.models.values()) / n if n else 0.0,
+            "gpu_hours": sum(m.gpu_hours for m in self.models.values()),
+            "cost_usd": sum(m.cost_usd for m in self.models.values()),
+            "p50_wait_s": float(np.percentile(waits, 50)) if n else 0.0,
+            "p99_wait_s": float(np.percentile(waits, 99)) if n else 0.0,
+            "cold_starts": sum(m.cold_starts for m in self.models.values()),
+            "scale_events": sum(m.scale_events for m in self.models.values()),
+            "unserved": sum(m.unserved for m in self.models.values()),
+        }
+
+
+@dataclass
+class _Replica:
+    rid: int
+    grant: Grant
+    state: int
+
+
+@dataclass
+class _Model:
+    idx: int
+    run: ModelRun
+    arr: list[float]
+    svc: list[float]
+    meter: LoadMeter
+    n: int
+    i: int = 0  # next request to start (FCFS)
+    starts: list[float] = field(default_factory=list)
+    slots: list[tuple[float, int]] = field(default_factory=list)
+    replicas: dict[int, _Replica] = field(default_factory=dict)
+    pending: list[int] = field(default_factory=list)  # not yet ready, in request order
+    serving: list[int] = field(default_factory=list)
+    n_provisioning: int = 0
+    n_starting: int = 0
+    draining_until: list[float] = field(default_factory=list)  # heap of release times
+    state: State = field(default_factory=dict)
+    replica_seconds: float = 0.0
+    cold_starts: int = 0
+    scale_events: int = 0
+    timeline: list[TimelinePoint] = field(default_factory=list)
+
+    @property
+    def live(self) -> int:
+        return len(self.serving) + self.n_starting + self.n_provisioning
+
+
+class Engine:
+    def __init__(
+        self,
+        models: list[ModelRun],
+        end_s: float,
+        autoscaler: Autoscaler,
+        capacity: Capacity,
+        *,
+        tick_s: float,
+        metric_lag_s: float,
+        scrape_interval_s: float,
+        history_s: float = 120.0,
+        wakes_on_arrival: bool = True,
+        wake_lead_s: float | Callable[[str], float] = 0.0,
+        knob: float | None = None,
+        name: str | None = None,
+    ) -> None:
+        if tick_s <= 0:
+            raise ValueError("tick_s must be > 0")
+        self.autoscaler = autoscaler
+        self.capacity = capacity
+        self.tick_s = tick_s
+        self.lag = max(0.0, metric_lag_s)
+        self.dt = scrape_interval_s
+        self.end_s = end_s
+        self.knob = knob
+        self.name = name or autoscaler.name
+        self._wake_lead = wake_lead_s
+        self.wakes_on_arrival = wakes_on_arrival
+        self._alive: list[bool] = []  # by replica id: its slots take new requests
+        self._events: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self._models = [
+            _Model(
+                idx=k,
+                run=m,
+                arr=m.arrivals.tolist(),
+                svc=m.service_s.tolist(),
+                meter=LoadMeter(m.arrivals, m.service_s, m.output_tokens, self.dt, history_s),
+                n=int(m.arrivals.size),
+            )
+            for k, m in enumerate(models)
+        ]
+
+    # ---------------------------------------------------------------- event plumbing
+
+    def _push(self, t: float, kind: int, model: int, rid: int = -1) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, kind, self._seq, model, rid))
+
+    def _lead(self, model: str) -> float:
+        lead = self._wake_lead
+        return lead(model) if callable(lead) else lead
+
+    # --------------------------------------------------------------------- the run
+
+    def run(self, progress: Callable[[float], None] | None = None) -> RunOutcome:
+        for ms in self._models:
+            for _ in range(ms.run.initial_replicas):
+                self._add_replica(ms, 0.0, warm=True)
+            self._record(ms, 0.0, ms.live)
+            self._push(0.0, _TICK, ms.idx)
+        events = self._events
+        end = self.end_s
+        handled = 0
+        while events:
+            t, kind, _, mi, rid = heapq.heappop(events)
+            if t > end:
+                break
+            ms = self._models[mi]
+            if kind in (_TICK, _WAKE):
+                self._tick(ms, t)
+            elif kind == _READY:
+                self._on_ready(ms, rid, t)
+            else:
+                rep = ms.replicas.get(rid)
+                if rep is not None and rep.state == _PROVISIONING:
+                    rep.state = _STARTING
+                    ms.n_provisioning -= 1
+                    ms.n_starting += 1
+            handled += 1
+            if progress is not None and handled % 4096 == 0:
+                progress(min(1.0, t / end) if end > 0 else 1.0)
+        outcomes = {ms.run.name: self._finish(ms) for ms in self._models}
+        if progress is not None:
+            progress(1.0)
+        return RunOutcome(self.name, self.knob, end, outcomes)
+
+    # ------------------------------------------------------------------ hot path
+
+    def _advance(self, ms: _Model, until: float, inclusive: bool = False) -> None:
+        """Start, first come first served, every request whose start is before ``until``."""
+        heap = ms.slots
+        i, n = ms.i, ms.n
+        if not heap or i >= n:
+            return
+        arr, svc, alive = ms.arr, ms.svc, self._alive
+        append = ms.starts.append
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        while i < n and heap:
+            free, rid = heap[0]
+            if not alive[rid]:
+                heappop(heap)  # a slot of a draining replica: retire it
+                continue
+            a = arr[i]
+            s = a if a > free else free
+            if s > until or (s == until and not inclusive):
+                break
+            heapreplace(heap, (s + svc[i], rid))
+            append(s)
+            i += 1
+        ms.i = i
+
+    # ----------------------------------------------------------------- replicas
+
+    def _add_replica(self, ms: _Model, now: float, warm: bool = False) -> bool:
+        if warm:
+            grant = Grant(-1, now, now, now)
+        else:
+            got = self.capacity.acquire(ms.run.name, now)
+            if got is None:
+                return False
+            grant = got
+            ms.cold_starts += 1
+        rid = len(self._alive)
+        self._alive.append(False)
+        rep = _Replica(rid, grant, _PROVISIONING)
+        ms.replicas[rid] = rep
+        if grant.ready_at <= now:
+            self._make_ready(ms, rep, now)
+            return True
+        ms.pending.append(rid)
+        if grant.running_at <= now:
+            rep.state = _STARTING
+            ms.n_starting += 1
+        else:
+            ms.n_provisioning += 1
+            self._push(grant.running_at, _RUNNING, ms.idx, rid)
+        self._push(grant.ready_at, _READY, ms.idx, rid)
+        return True
+
+    def _make_ready(self, ms: _Model, rep: _Replica, now: float) -> None:
+        rep.state = _SERVING
+        self._alive[rep.rid] = True
+        ms.serving.append(rep.rid)
+        for _ in range(ms.run.slots):
+            heapq.heappush(ms.slots, (now, rep.rid))
+
+    def _on_ready(self, ms: _Model, rid: int, now: float) -> None:
+        rep = ms.replicas.get(rid)
+        if rep is None or rep.state not in (_PROVISIONING, _STARTING):
+            return  # cancelled while starting
+        self._advance(ms, now)
+        if rep.state == _PROVISIONING:
+            ms.n_provisioning -= 1
+        else:
+            ms.n_starting -= 1
+        ms.pending.remove(rid)
+        self._make_ready(ms, rep, now)
+        self._record(ms, now, None)
+
+    def _release(self, ms: _Model, rep: _Replica, at: float) -> None:
+        rep.state = _GONE
+        ms.replica_seconds += max(0.0, min(at, self.end_s) - rep.grant.requested_at)
+        if rep.grant.grant_id >= 0:
+            self.capacity.release(rep.grant, at)
+        del ms.replicas[rep.rid]
+
+    def _remove(self, ms: _Model, count: int, now: float) -> None:
+        while count and ms.pending:  # not yet serving: cancel the newest first
+            rep = ms.replicas[ms.pending.pop()]
+            if rep.state == _PROVISIONING:
+                ms.n_provisioning -= 1
+            else:
+                ms.n_starting -= 1
+            self._release(ms, rep, now)
+            count -= 1
+        if not count:
+            return
+        busy_until: dict[int, float] = {}
+        for free, rid in ms.slots:
+            if free > busy_until.get(rid, -math.inf):
+                busy_until[rid] = free
+        victims = sorted(ms.serving, key=lambda r: (busy_until.get(r, now), -r))[:count]
+        gone = set(victims)
+        ms.serving = [r for r in ms.serving if r not in gone]
+        for rid in victims:
+            self._alive[rid] = False
+            rep = ms.replicas[rid]
+            rep.state = _DRAINING
+            release_at = max(now, busy_until.get(rid, now))
+            heapq.heappush(ms.draining_until, release_at)
+            self._release(ms, rep, release_at)  # charged until its last request ends
+
+    # --------------------------------------------------------------------- ticks
+
+    def _tick(self, ms: _Model, now: float) -> None:
+        self._advance(ms, now)
+        while ms.draining_until and ms.draining_until[0] <= now:
+            heapq.heappop(ms.draining_until)
+        run = ms.run
+        meter = ms.meter
+        upto = math.floor((now - self.lag) / self.dt + 1e-9)
+        if upto > meter.next_bin:
+            meter.update(ms.starts, upto)
+        samples = meter.window()
+        arrived = bisect.bisect_right(ms.arr, now)
+        queued = arrived - ms.i
+        live = ms.live
+        if live == 0 and queued > 0 and self.wakes_on_arrival:
+            # The first request at an empty model is seen at once (activator poke).
+            recent = arrived - bisect.bisect_right(ms.arr, now - self.dt)
+            poke = MetricsSample(now, recent / self.dt, 0.0, float(queued), None)
+            samples = (*samples, poke)
+        metrics: MetricsWindow | NoData = (
+            MetricsWindow(samples) if samples else NoData("no scrape has completed yet")
+        )
+        counts = ReplicaCounts(
+            ready=len(ms.serving),
+            starting=ms.n_starting,
+            provisioning=ms.n_provisioning,
+            draining=len(ms.draining_until),
+        )
+        inp = AutoscalerInput(
+            model=run.name,
+            now=now,
+            metrics=metrics,
+            replicas=counts,
+            spec=run.spec,
+            cold_start_s=self.capacity.expected_cold_start_s(run.name),
+        )
+        decision, ms.state = self.autoscaler.decide(inp, ms.state)
+        desired = max(run.spec.min_replicas, min(run.spec.max_replicas, decision.desired, 1 << 20))
+        desired = max(0, desired)
+        if desired > live:
+            for _ in range(desired - live):
+                if not self._add_replica(ms, now):
+                    break
+            ms.scale_events += 1
+        elif desired < live:
+            self._remove(ms, live - desired, now)
+            ms.scale_events += 1
+        self._record(ms, now, desired)
+        if ms.live == 0 and queued == 0 and desired == 0:
+            if ms.i < ms.n:  # asleep until the next request (minus the lead)
+                nxt = ms.arr[ms.i] - self._lead(run.name)
+                if self.wakes_on_arrival:
+                    wake = max(now + 1e-9, nxt)
+                else:  # no poke: the next tick of its own schedule after the request
+                    wake = now + self.tick_s * max(1, math.ceil((nxt - now) / self.tick_s))
+                self._push(wake, _WAKE, ms.idx)
+            return
+        self._push(now + self.tick_s, _TICK, ms.idx)
+
+    def _record(self, ms: _Model, now: float, desired: int | None) -> None:
+        last = ms.timeline[-1] if ms.timeline else None
+        d = desired if desired is not None else (last.desired if last else ms.live)
+        point = TimelinePoint(now, d, len(ms.serving), ms.live)
+        if last is None or (last.desired, last.ready, last.live) != (d, point.ready, point.live):
+            ms.timeline.append(point)
+
+    # ----------------------------------------------------------------- accounting
+
+    def _finish(self, ms: _Model) -> ModelOutcome:
+        end = self.end_s
+        self._advance(ms, end, inclusive=True)
+        for rep in list(ms.replicas.values()):
+            self._release(ms, rep, end)
+        run = ms.run
+        started = np.asarray(ms.starts, dtype=np.float64)
+        served = started.size
+        waits = np.empty(ms.n)
+        waits[:served] = started - run.arrivals[:served]
+        waits[served:] = np.maximum(end - run.arrivals[served:], 0.0)
+        met = int(np.count_nonzero(waits[:served] <= run.slo_s + 1e-9))
+        hours = ms.replica_seconds / 3600.0
+        self._record(ms, end, None)
+        return ModelOutcome(
+            model=run.name,
+            requests=ms.n,
+            met_slo=met,
+            unserved=ms.n - served,
+            waits=waits,
+            gpu_hours=hours * run.gpus_per_replica,
+            cost_usd=hours * run.usd_per_replica_hour,
+            cold_starts=ms.cold_starts,
+            scale_events=ms.scale_events,
+            timeline=ms.timeline,
+        )

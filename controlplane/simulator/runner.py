@@ -1,0 +1,155 @@
+"""Run autoscalers side by side on one trace and fleet, at their default knob or swept for
+the cheapest knob that reaches an SLO-attainment target.
+
+The autoscalers come from ``autoscaler.baselines.REGISTRY`` (ours and the peers, each with
+its own ``tick_s``, ``metric_lag_s``, ``window_s``, wake rule and knob) plus the simulator's
+own clairvoyant ``oracle``. Every run gets a fresh capacity and the same model inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from autoscaler.baselines import REGISTRY
+from autoscaler.types import TimedAutoscaler
+from controlplane.simulator.capacity import ColdStartCapacity
+from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
+from controlplane.simulator.oracle import HEADROOM_SWEEP, ORACLE_TICK_S, OracleAutoscaler
+from controlplane.simulator.setup import build_runs
+from controlplane.simulator.traces import Trace
+from schema.fleet import Fleet
+
+ORACLE = "oracle"
+ALL = ("ours", "knative", "skyserve", "rayserve", "hpa", ORACLE)
+
+
+def autoscaler_names(text: str) -> list[str]:
+    """``all`` or a comma-separated list; raises ValueError naming an unknown one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(ALL)
+    known = set(REGISTRY) | {ORACLE}
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown autoscaler {', '.join(unknown) or '(none)'}: choose from "
+            f"{', '.join(sorted(known))} or all"
+        )
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class SweepResult:
+    autoscaler: str
+    best: RunOutcome | None  # least GPU-hours with slo_attainment >= target; None if none
+    tried: list[RunOutcome]
+
+
+class Simulation:
+    """One fleet + one trace, ready to replay under any autoscaler and knob."""
+
+    def __init__(self, fleet: Fleet, trace: Trace) -> None:
+        self.fleet = fleet
+        self.trace = trace
+        self.runs, capacity = build_runs(fleet, trace)
+        self._phases = {r.name: fleet.coldstart_for(_spec(fleet, r.name)) for r in self.runs}
+        self.cold_start_s = {name: capacity.expected_cold_start_s(name) for name in self._phases}
+
+    @property
+    def requests(self) -> int:
+        return self.trace.requests
+
+    def knob_values(self, name: str) -> tuple[float, ...]:
+        if name == ORACLE:
+            return HEADROOM_SWEEP
+        return REGISTRY[name]().knob.fractions
+
+    def default_knob(self, name: str) -> float | None:
+        if name == ORACLE:
+            return 1.0
+        utilizations = {_spec(self.fleet, r.name).target_utilization for r in self.runs}
+        return utilizations.pop() if len(utilizations) == 1 else None
+
+    def run(
+        self,
+        name: str,
+        knob: float | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> RunOutcome:
+        """One replay. ``knob``: the oracle's headroom, or for the others a fraction of one
+        replica's capacity given to their knob (None: the fleet's target utilization)."""
+        capacity = ColdStartCapacity(self._phases)
+        runs = self.runs
+        scrape = self.fleet.scrape_interval_s
+        if name == ORACLE:
+            headroom = 1.0 if knob is None else knob
+            oracle = OracleAutoscaler.plan(runs, self.trace.end_s, self.cold_start_s, headroom)
+            lead = dict(self.cold_start_s)
+            engine = Engine(
+                runs,
+                self.trace.end_s,
+                oracle,
+                capacity,
+                tick_s=ORACLE_TICK_S,
+                metric_lag_s=0.0,
+                scrape_interval_s=scrape,
+                history_s=scrape,
+                wakes_on_arrival=True,
+                wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
+                knob=headroom,
+                name=name,
+            )
+        else:
+            auto: TimedAutoscaler = REGISTRY[name]()
+            if knob is not None:
+                runs = [_with_knob(auto, r, knob) for r in runs]
+            engine = Engine(
+                runs,
+                self.trace.end_s,
+                auto,
+                capacity,
+                tick_s=auto.tick_s,
+                metric_lag_s=auto.metric_lag_s,
+                scrape_interval_s=scrape,
+                history_s=auto.window_s + 2 * scrape,
+                wakes_on_arrival=auto.wakes_on_arrival,
+                knob=knob if knob is not None else self.default_knob(name),
+                name=name,
+            )
+        started = time.perf_counter()
+        outcome = engine.run(progress)
+        outcome.wall_s = time.perf_counter() - started
+        return outcome
+
+    def sweep(
+        self,
+        name: str,
+        target: float,
+        progress: Callable[[int, int, float], None] | None = None,
+    ) -> SweepResult:
+        """Every documented knob value; the cheapest run reaching ``target``."""
+        values = self.knob_values(name)
+        tried: list[RunOutcome] = []
+        for k, value in enumerate(values):
+            step = None if progress is None else _step(progress, k, len(values))
+            tried.append(self.run(name, value, step))
+        ok = [o for o in tried if float(o.summary()["slo_attainment"]) >= target]  # type: ignore[arg-type]
+        best = min(ok, key=lambda o: float(o.summary()["gpu_hours"])) if ok else None  # type: ignore[arg-type]
+        return SweepResult(name, best, tried)
+
+
+def _step(progress: Callable[[int, int, float], None], k: int, n: int) -> Callable[[float], None]:
+    return lambda f: progress(k, n, f)
+
+
+def _with_knob(auto: TimedAutoscaler, run: ModelRun, fraction: float) -> ModelRun:
+    spec = auto.knob.apply(run.spec, fraction * run.spec.replica_capacity())
+    return replace(run, spec=spec)
+
+
+def _spec(fleet: Fleet, name: str):  # type: ignore[no-untyped-def]
+    spec = fleet.model(name)
+    assert spec is not None  # build_runs already refused unknown models
+    return spec

@@ -1,0 +1,199 @@
+"""ServeGen per-client rate files (Alibaba Bailian, ../shared/traces/servegen-bailian-clients):
+read them and synthesise request arrivals with a seeded generator.
+
+A file is one client of one model pool, one row per 10-minute window, no header:
+``window_start_s,rate_rps,cv,distribution,param1,param2`` where the distribution is the
+inter-arrival law fitted to the window (``Gamma`` or ``Weibull``; param1 = shape,
+param2 = scale, checked against the data: Gamma shape*scale and Weibull
+scale*Gamma(1+1/shape) both equal 1/rate). Arrivals are drawn per client per window from that
+law, rescaled so the mean gap is exactly 1/(rate * rate_scale), and merged over clients.
+
+Accepted paths: one client file, a pool folder (``data/<category>/<pool>/``), the ``data``
+folder or the published tarball (read in memory, never extracted next to the trace). With
+several pools, ``MODEL=`` or ``#POOL`` picks one.
+
+Collection gaps (trace README, "Caveat"): windows where the whole pool's rate is below 2 % of
+its median are data gaps, not traffic. They are skipped: removed from the timeline, so the
+replay does not see spurious 0 -> 2,500 req/s bursts (the cost: the clock after a gap is
+shifted by the gap's length).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from controlplane.simulator.traces import FileTrace, ModelTrace, TraceError, TraceOptions, TraceSpec
+
+WINDOW_S = 600.0  # the trace README: one row per 10-minute window
+GAP_FRACTION = 0.02  # the trace README: gap windows are < 2 % of the pool's median rate
+_ROW = re.compile(r"^\d+(\.\d+)?,[0-9.eE+-]+,[^,]*,[A-Za-z]*,[^,]*,[^,]*$")
+_MEMBER = re.compile(
+    r"(?:^|/)data/(?P<category>[^/]+)/(?P<pool>[^/]+)/chunk-(?P<client>\d+)-trace\.csv$"
+)
+
+
+def looks_like_rate_row(line: str) -> bool:
+    return bool(_ROW.match(line.strip()))
+
+
+@dataclass(frozen=True)
+class ClientWindow:
+    start_s: float
+    rate: float
+    dist: str
+    shape: float
+    scale: float
+
+
+def parse_client(text: str, source: str) -> list[ClientWindow]:
+    rows: list[ClientWindow] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = line.strip().split(",")
+        if len(cells) != 6:
+            raise TraceError(source, f"expected 6 columns, got {len(cells)}", line_no)
+        try:
+            start, rate = float(cells[0]), float(cells[1])
+        except ValueError:
+            raise TraceError(
+                source, f"window start / rate not numbers: {line!r}", line_no
+            ) from None
+        if start < 0 or rate < 0 or not math.isfinite(rate):
+            raise TraceError(source, f"window start and rate must be >= 0: {line!r}", line_no)
+        if rate == 0:
+            rows.append(ClientWindow(start, 0.0, "", 0.0, 0.0))
+            continue
+        dist = cells[3]
+        if dist not in ("Gamma", "Weibull"):
+            raise TraceError(
+                source, f"distribution must be Gamma or Weibull, got {dist!r}", line_no
+            )
+        try:
+            shape, scale = float(cells[4]), float(cells[5])
+        except ValueError:
+            raise TraceError(
+                source, f"distribution parameters not numbers: {line!r}", line_no
+            ) from None
+        if not (shape > 0 and scale > 0 and math.isfinite(shape)):
+            raise TraceError(source, f"distribution parameters must be > 0: {line!r}", line_no)
+        rows.append(ClientWindow(start, rate, dist, shape, scale))
+    return rows
+
+
+def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
+    """(pool name, {client file name: text}) for the pool the spec selects."""
+    path = Path(spec.path)
+    texts: dict[tuple[str, str], dict[str, str]] = {}
+    if path.is_file() and not path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        return spec.model or path.name.split("-trace")[0], {path.name: _read_text(path)}
+    if path.is_dir():
+        for f in sorted(path.rglob("chunk-*-trace.csv")):
+            m = _MEMBER.search(f.as_posix())
+            key = (m["category"], m["pool"]) if m else ("", f.parent.name)
+            texts.setdefault(key, {})[f.name] = _read_text(f)
+    else:
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                for member in tar:
+                    m = _MEMBER.search(member.name)
+                    if not member.isfile() or not m:
+                        continue
+                    fh = tar.extractfile(member)
+                    if fh is None:
+                        continue
+                    key = (m["category"], m["pool"])
+                    texts.setdefault(key, {})[member.name] = fh.read().decode("utf-8")
+        except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
+            raise TraceError(str(path), f"cannot read tarball: {exc}") from exc
+    if not texts:
+        raise TraceError(str(path), "no ServeGen chunk-<N>-trace.csv files found")
+    wanted = spec.pool or spec.model
+    pools = sorted(texts)
+    if len(pools) > 1 or wanted:
+        matches = [k for k in pools if wanted and wanted in (k[1], f"{k[0]}/{k[1]}")]
+        if len(matches) != 1:
+            names = ", ".join(f"{c}/{p}" for c, p in pools)
+            raise TraceError(
+                str(path),
+                f"pick one ServeGen pool with MODEL=PATH or PATH#POOL (pools: {names})"
+                if not wanted
+                else f"no ServeGen pool named {wanted!r} (pools: {names})",
+            )
+        pools = matches
+    return pools[0][1], texts[pools[0]]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(str(path), f"cannot read: {exc}") from exc
+
+
+def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:
+    pool, texts = _load_pool_texts(spec)
+    clients = {name: parse_client(text, f"{spec.path}:{name}") for name, text in texts.items()}
+    clients = {k: v for k, v in clients.items() if v}
+    if not clients:
+        raise TraceError(spec.path, "the trace is empty: no windows in any client file")
+    starts = sorted({w.start_s for rows in clients.values() for w in rows})
+    pool_rate = {s: 0.0 for s in starts}
+    for rows in clients.values():
+        for w in rows:
+            pool_rate[w.start_s] += w.rate
+    median = float(np.median(list(pool_rate.values())))
+    gaps = {s for s, r in pool_rate.items() if r < GAP_FRACTION * median}
+    kept = [s for s in starts if s not in gaps]
+    lo = options.start_s if options.start_s is not None else -math.inf
+    hi = options.end_s if options.end_s is not None else math.inf
+    # Select the replay window on the trace's own offsets, then splice out the gaps.
+    kept = [s for s in kept if s >= lo and s < hi]
+    new_start = {s: i * WINDOW_S for i, s in enumerate(kept)}
+    rng = np.random.default_rng(options.seed)
+    chunks: list[np.ndarray] = []
+    for name in sorted(clients, key=_client_order):
+        for w in clients[name]:
+            if w.rate <= 0 or w.start_s not in new_start:
+                continue
+            chunks.append(new_start[w.start_s] + synthesise_window(rng, w, options.rate_scale))
+    arrivals = np.sort(np.concatenate(chunks)) if chunks else np.empty(0)
+    if options.start_s is not None or options.end_s is not None:
+        # read_trace windows again on these offsets: keep everything (already selected)
+        arrivals = arrivals + (options.start_s or 0.0)
+    if arrivals.size == 0:
+        raise TraceError(spec.path, f"pool {pool!r}: no requests in the selected windows")
+    model = spec.model or pool
+    span = len(kept) * WINDOW_S + (options.start_s or 0.0)
+    return FileTrace([ModelTrace(model, arrivals, source=spec.path)], absolute=False, span_s=span)
+
+
+def _client_order(name: str) -> tuple[int, str]:
+    m = re.search(r"chunk-(\d+)-trace", name)
+    return (int(m.group(1)) if m else 0, name)
+
+
+def synthesise_window(rng: np.random.Generator, w: ClientWindow, rate_scale: float) -> np.ndarray:
+    """Arrival offsets within one window, a renewal process with the fitted gap law whose mean
+    gap is 1/(rate * rate_scale)."""
+    rate = w.rate * rate_scale
+    mean_gap = 1.0 / rate
+    if w.dist == "Gamma":
+        law_mean = w.shape * w.scale
+        draw = lambda n: rng.gamma(w.shape, w.scale * mean_gap / law_mean, n)  # noqa: E731
+    else:
+        law_mean = w.scale * math.gamma(1.0 + 1.0 / w.shape)
+        draw = lambda n: rng.weibull(w.shape, n) * (w.scale * mean_gap / law_mean)  # noqa: E731
+    expected = rate * WINDOW_S
+    n = int(expected * 1.2 + 4 * math.sqrt(expected) + 16)
+    times = np.cumsum(draw(n))
+    while times[-1] < WINDOW_S:
+        more = np.cumsum(draw(n)) + times[-1]
+        times = np.concatenate([times, more])
+    return times[: int(np.searchsorted(times, WINDOW_S))]

@@ -1,0 +1,125 @@
+"""Turn a fleet file and a trace into the engine's inputs: per model, the service time of
+every request, the scaling spec an autoscaler sees, prices and the warm start."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autoscaler.types import ScalingSpec
+from controlplane.simulator.capacity import ColdStartCapacity
+from controlplane.simulator.engine import WARM_START_WINDOW_S, ModelRun
+from controlplane.simulator.traces import ModelTrace, Trace
+from schema.fleet import ColdStartPhases, Fleet, ModelSpec
+
+
+class SetupError(ValueError):
+    """The fleet cannot serve the trace (e.g. no way to time a model's requests)."""
+
+
+def service_times(spec: ModelSpec, trace: ModelTrace) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per-request service seconds and output tokens (None when unknown)."""
+    svc_model = spec.service
+    n = len(trace)
+    out_tokens: np.ndarray | None = None
+    in_tokens: np.ndarray | None = None
+    if trace.output_tokens is not None and trace.input_tokens is not None:
+        in_tokens, out_tokens = trace.input_tokens, trace.output_tokens
+    elif svc_model.default_input_tokens is not None and svc_model.default_output_tokens is not None:
+        in_tokens = np.full(n, float(svc_model.default_input_tokens))
+        out_tokens = np.full(n, float(svc_model.default_output_tokens))
+    from_tokens: np.ndarray | None = None
+    if in_tokens is not None and out_tokens is not None and svc_model.has_token_model:
+        assert svc_model.prefill_tokens_per_s is not None and svc_model.output_token_s is not None
+        from_tokens = (
+            in_tokens / svc_model.prefill_tokens_per_s + out_tokens * svc_model.output_token_s
+        )
+    fallback: np.ndarray | None = from_tokens
+    if fallback is None and svc_model.per_request_s is not None:
+        fallback = np.full(n, svc_model.per_request_s)
+    if trace.service_s is not None:
+        svc = trace.service_s.astype(np.float64).copy()
+        missing = np.isnan(svc)
+        if missing.any():
+            if fallback is None:
+                raise SetupError(
+                    f"model {spec.name!r}: some requests have no service_s and "
+                    "the fleet has no token model or per_request_s for them"
+                )
+            svc[missing] = fallback[missing]
+        return svc, out_tokens
+    if fallback is None:
+        raise SetupError(
+            f"model {spec.name!r}: the trace has no token counts or service times; give the "
+            "fleet model service.default_input_tokens/default_output_tokens or per_request_s"
+        )
+    return fallback.astype(np.float64), out_tokens
+
+
+def build_runs(
+    fleet: Fleet, trace: Trace, utilization: float | None = None
+) -> tuple[list[ModelRun], ColdStartCapacity]:
+    """Engine inputs for every trace model. ``utilization`` overrides each model's target
+    utilization (the knob most autoscalers sweep); None keeps the fleet's."""
+    runs: list[ModelRun] = []
+    phases: dict[str, ColdStartPhases] = {}
+    for name in sorted(trace.models):
+        mt = trace.models[name]
+        spec = fleet.model(name)
+        if spec is None:
+            known = ", ".join(m.name for m in fleet.models)
+            raise SetupError(
+                f"trace model {name!r} is not in the fleet and the fleet has no template "
+                f"(fleet models: {known})"
+            )
+        svc, tokens = service_times(spec, mt)
+        phases[name] = fleet.coldstart_for(spec)
+        runs.append(
+            ModelRun(
+                name=name,
+                arrivals=mt.arrivals.astype(np.float64),
+                service_s=svc,
+                output_tokens=tokens,
+                slots=spec.slots,
+                slo_s=spec.slo_s,
+                gpus_per_replica=spec.gpu_shape.total_gpus,
+                usd_per_replica_hour=spec.usd_per_replica_hour,
+                spec=scaling_spec(spec, utilization, mean_service_s=float(svc.mean())),
+                initial_replicas=warm_replicas(spec, mt.arrivals, svc),
+            )
+        )
+    return runs, ColdStartCapacity(phases)
+
+
+def scaling_spec(
+    spec: ModelSpec, utilization: float | None = None, mean_service_s: float | None = None
+) -> ScalingSpec:
+    """What an autoscaler is told about a model. ``mean_service_s`` is what profiling the
+    model on the trace's requests would give (SkyServe needs it to turn a concurrency target
+    into QPS)."""
+    u = spec.target_utilization if utilization is None else utilization
+    return ScalingSpec(
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        target_per_replica=u * spec.slots,
+        metric="concurrency",
+        max_concurrency_per_replica=float(spec.slots),
+        latency_slo_s=spec.slo_s,
+        scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
+        mean_service_s=mean_service_s,
+    )
+
+
+def warm_replicas(spec: ModelSpec, arrivals: np.ndarray, svc: np.ndarray) -> int:
+    """Replicas for the first 10 minutes' load at the model's target utilization (Little's
+    law: concurrency = rate x mean service time), within its bounds."""
+    if arrivals.size == 0:
+        return spec.min_replicas
+    t0 = float(arrivals[0])
+    k = int(np.searchsorted(arrivals, t0 + WARM_START_WINDOW_S))
+    if k == 0 or float(arrivals[0]) > WARM_START_WINDOW_S:
+        return spec.min_replicas
+    concurrency = k / WARM_START_WINDOW_S * float(svc[:k].mean())
+    need = math.ceil(concurrency / (spec.slots * spec.target_utilization))
+    return max(spec.min_replicas, min(spec.max_replicas, need))

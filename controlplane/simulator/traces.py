@@ -1,0 +1,427 @@
+"""Request traces for the simulator: the formats it reads as published, detected by their
+header, plain or gzipped, and how several files combine into one replay.
+
+Formats (``read_trace`` picks by content, never by file name):
+- Azure LLM inference CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``), absolute timestamps;
+- generic CSV with header ``timestamp,model,input_tokens,output_tokens,service_s`` (any order;
+  ``model`` optional; the token columns or ``service_s`` filled); timestamp in seconds from the
+  start or ISO 8601;
+- Mooncake-style JSONL (``timestamp`` in ms, ``input_length``, ``output_length``);
+- ServeGen per-client rate files (see ``controlplane.simulator.servegen``).
+
+Every problem names the file, the line and what is wrong (:class:`TraceError`); an empty
+trace is an error, not a replay of nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+GENERIC_COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "service_s")
+
+
+class TraceError(Exception):
+    """A trace that cannot be replayed: which file, which line (when known) and why."""
+
+    def __init__(self, file: str, problem: str, line: int | None = None) -> None:
+        self.file, self.problem, self.line = file, problem, line
+        where = file if line is None else f"{file}:{line}"
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass
+class ModelTrace:
+    """One model's requests, sorted by arrival (seconds). Token or service arrays are None
+    when the source does not carry them."""
+
+    model: str
+    arrivals: np.ndarray
+    input_tokens: np.ndarray | None = None
+    output_tokens: np.ndarray | None = None
+    service_s: np.ndarray | None = None
+    source: str = ""
+
+    def __len__(self) -> int:
+        return int(self.arrivals.size)
+
+    def sorted(self) -> ModelTrace:
+        if self.arrivals.size < 2 or bool(np.all(np.diff(self.arrivals) >= 0)):
+            return self
+        order = np.argsort(self.arrivals, kind="stable")
+        pick = lambda a: None if a is None else a[order]  # noqa: E731
+        return ModelTrace(
+            self.model,
+            self.arrivals[order],
+            pick(self.input_tokens),
+            pick(self.output_tokens),
+            pick(self.service_s),
+            self.source,
+        )
+
+
+@dataclass
+class FileTrace:
+    """What one file yields: per-model requests, and whether times are absolute (epoch
+    seconds, to be aligned with other absolute files) or already relative to the start."""
+
+    models: list[ModelTrace]
+    absolute: bool
+    span_s: float | None = None  # declared length (rate files), else None: last arrival
+
+
+@dataclass
+class Trace:
+    """The combined replay: every model on one clock starting at 0."""
+
+    models: dict[str, ModelTrace]
+    end_s: float
+    label: str
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return sum(len(m) for m in self.models.values())
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """How to synthesise arrivals from rate files and which part of a trace to replay."""
+
+    seed: int = 0
+    rate_scale: float = 1.0  # rate files only: multiply every client's rate
+    start_s: float | None = None  # replay window, in the trace's own offsets
+    end_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One ``--trace [MODEL=]PATH[#POOL]`` argument."""
+
+    path: str
+    model: str | None = None
+    pool: str | None = None  # which ServeGen pool of a tarball / data folder
+
+    @staticmethod
+    def parse(text: str) -> TraceSpec:
+        model: str | None = None
+        path = text
+        if "=" in text:
+            head, tail = text.split("=", 1)
+            if head and "/" not in head and not Path(text).exists():
+                model, path = head, tail
+        pool: str | None = None
+        if "#" in path and not Path(path).exists():
+            path, pool = path.split("#", 1)
+        return TraceSpec(path=path, model=model or None, pool=pool or None)
+
+
+def read_trace(specs: list[TraceSpec], options: TraceOptions = TraceOptions()) -> Trace:
+    """Read and combine traces. Absolute-time files are aligned on the earliest arrival among
+    them; relative files keep their own offsets. Models named twice are merged."""
+    if not specs:
+        raise TraceError("<none>", "no trace given")
+    files = [(spec, read_file(spec, options)) for spec in specs]
+    t0_abs = min(
+        (float(m.arrivals[0]) for _, f in files if f.absolute for m in f.models if len(m)),
+        default=0.0,
+    )
+    merged: dict[str, list[ModelTrace]] = {}
+    end = 0.0
+    for _, f in files:
+        for m in f.models:
+            shift = t0_abs if f.absolute else 0.0
+            m.arrivals = m.arrivals - shift
+            merged.setdefault(m.model, []).append(m)
+            if len(m):
+                end = max(end, float(m.arrivals[-1]))
+        if f.span_s is not None:
+            end = max(end, f.span_s)
+    models = {name: _window(_concat(name, parts), options) for name, parts in merged.items()}
+    if options.start_s is not None:
+        end -= options.start_s
+    if options.end_s is not None:
+        end = min(end, options.end_s - (options.start_s or 0.0))
+    models = {k: v for k, v in models.items() if len(v)}
+    if not models:
+        where = ", ".join(s.path for s in specs)
+        raise TraceError(where, "the trace has no requests (in the selected window)")
+    end = max(end, max(float(m.arrivals[-1]) for m in models.values()))
+    label = " + ".join(_label(s) for s in specs)
+    return Trace(models=models, end_s=end, label=label, sources=[s.path for s in specs])
+
+
+def _label(spec: TraceSpec) -> str:
+    name = Path(spec.path).name
+    base = f"{spec.model}={name}" if spec.model else name
+    return f"{base}#{spec.pool}" if spec.pool else base
+
+
+def _concat(name: str, parts: list[ModelTrace]) -> ModelTrace:
+    if len(parts) == 1:
+        return parts[0].sorted()
+
+    def join(attr: str) -> np.ndarray | None:
+        arrays = [getattr(p, attr) for p in parts]
+        if any(a is None for a in arrays):
+            return None
+        return np.concatenate(arrays)
+
+    joined = ModelTrace(
+        name,
+        np.concatenate([p.arrivals for p in parts]),
+        join("input_tokens"),
+        join("output_tokens"),
+        join("service_s"),
+        " + ".join(p.source for p in parts),
+    )
+    if any(p.service_s is None for p in parts) and any(p.service_s is not None for p in parts):
+        raise TraceError(joined.source, f"model {name!r}: some files give service_s, some not")
+    return joined.sorted()
+
+
+def _window(m: ModelTrace, options: TraceOptions) -> ModelTrace:
+    lo = options.start_s if options.start_s is not None else -math.inf
+    hi = options.end_s if options.end_s is not None else math.inf
+    if lo == -math.inf and hi == math.inf:
+        return m
+    keep = (m.arrivals >= lo) & (m.arrivals < hi)
+    pick = lambda a: None if a is None else a[keep]  # noqa: E731
+    shift = 0.0 if lo == -math.inf else lo
+    return ModelTrace(
+        m.model,
+        m.arrivals[keep] - shift,
+        pick(m.input_tokens),
+        pick(m.output_tokens),
+        pick(m.service_s),
+        m.source,
+    )
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def read_file(spec: TraceSpec, options: TraceOptions = TraceOptions()) -> FileTrace:
+    from controlplane.simulator import servegen  # rate files: a module of their own
+
+    path = Path(spec.path)
+    name = str(path)
+    if not path.exists():
+        raise TraceError(name, "no such file or directory")
+    if path.is_dir() or _is_tarball(path):
+        return servegen.read_servegen(spec, options)
+    try:
+        with _open_text(path) as fh:
+            first = fh.readline()
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(name, f"cannot read: {exc}") from exc
+    head = first.strip().lstrip("\ufeff")
+    if not head:
+        raise TraceError(name, "the trace is empty", 1)
+    model = spec.model or _stem(path)
+    cells = tuple(c.strip() for c in head.split(","))
+    if cells == AZURE_HEADER:
+        return _read_azure(path, model)
+    if cells and cells[0] == "timestamp" and set(cells) <= set(GENERIC_COLUMNS):
+        return _read_generic(path, cells, spec.model)
+    if head.startswith("{"):
+        return _read_jsonl(path, model)
+    if servegen.looks_like_rate_row(head):
+        return servegen.read_servegen(spec, options)
+    raise TraceError(
+        name,
+        f"unrecognised trace format: header {head[:80]!r} is not the Azure LLM CSV "
+        f"({','.join(AZURE_HEADER)}), the generic CSV ({','.join(GENERIC_COLUMNS)}), "
+        "Mooncake JSONL or a ServeGen rate file",
+        1,
+    )
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".csv", ".jsonl", ".json", ".txt"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def _is_tarball(path: Path) -> bool:
+    return path.name.endswith((".tar.gz", ".tgz", ".tar")) and tarfile.is_tarfile(path)
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    with open(path, "rb") as raw:
+        magic = raw.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")  # noqa: SIM115
+
+
+def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """CSV rows after the header with their 1-based line numbers; read errors name the line."""
+    name = str(path)
+    try:
+        with _open_text(path) as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for row in reader:
+                if row and any(c.strip() for c in row):
+                    yield reader.line_num, row
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, csv.Error) as exc:
+        raise TraceError(name, f"cannot read: {exc}") from exc
+
+
+def _number(file: str, line: int, column: str, text: str, integer: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(file, f"{column}: not a number: {text!r}", line) from None
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(file, f"{column}: must be a finite number >= 0, got {text!r}", line)
+    if integer and value != int(value):
+        raise TraceError(file, f"{column}: must be a whole number, got {text!r}", line)
+    return value
+
+
+def _timestamp(file: str, line: int, text: str) -> tuple[float, bool]:
+    """Seconds, and whether they are absolute (ISO 8601) rather than from the start."""
+    text = text.strip()
+    try:
+        return float(text), False
+    except ValueError:
+        pass
+    iso = text
+    if "." in iso:  # Azure writes 7 fractional digits; datetime takes at most 6
+        head, frac = iso.split(".", 1)
+        digits = "".join(c for c in frac if c.isdigit())
+        rest = frac[len(digits) :]
+        iso = f"{head}.{digits[:6]}{rest}"
+    try:
+        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        raise TraceError(file, f"timestamp: neither seconds nor ISO 8601: {text!r}", line) from None
+    if dt.tzinfo is None:  # naive times are read as UTC so that files align consistently
+        from datetime import UTC
+
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp(), True
+
+
+def _no_requests(path: Path) -> TraceError:
+    return TraceError(str(path), "the trace has a header but no requests")
+
+
+# ------------------------------------------------------------------------------ readers
+
+
+def _read_azure(path: Path, model: str) -> FileTrace:
+    name = str(path)
+    t: list[float] = []
+    inp: list[float] = []
+    out: list[float] = []
+    for line, row in _rows(path):
+        if len(row) != 3:
+            raise TraceError(name, f"expected 3 columns, got {len(row)}", line)
+        ts, absolute = _timestamp(name, line, row[0])
+        if not absolute:
+            raise TraceError(name, f"TIMESTAMP: expected a date and time, got {row[0]!r}", line)
+        t.append(ts)
+        inp.append(_number(name, line, "ContextTokens", row[1], integer=True))
+        out.append(_number(name, line, "GeneratedTokens", row[2], integer=True))
+    if not t:
+        raise _no_requests(path)
+    trace = ModelTrace(model, np.array(t), np.array(inp), np.array(out), None, name)
+    return FileTrace([trace.sorted()], absolute=True)
+
+
+def _read_generic(path: Path, header: tuple[str, ...], model: str | None) -> FileTrace:
+    name = str(path)
+    col = {c: i for i, c in enumerate(header)}
+    has_tokens = "input_tokens" in col and "output_tokens" in col
+    if ("input_tokens" in col) != ("output_tokens" in col):
+        raise TraceError(name, "input_tokens and output_tokens go together", 1)
+    if not has_tokens and "service_s" not in col:
+        raise TraceError(name, "needs input_tokens+output_tokens or service_s columns", 1)
+    default_model = model or _stem(path)
+    per: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
+    kinds: set[bool] = set()
+    for line, row in _rows(path):
+        if len(row) != len(header):
+            raise TraceError(name, f"expected {len(header)} columns, got {len(row)}", line)
+        ts, absolute = _timestamp(name, line, row[col["timestamp"]])
+        kinds.add(absolute)
+        if len(kinds) > 1:
+            raise TraceError(name, "timestamp: mixes seconds and ISO 8601 dates", line)
+        m = row[col["model"]].strip() if "model" in col else ""
+        lists = per.setdefault(m or default_model, ([], [], [], []))
+        lists[0].append(ts)
+        svc_text = row[col["service_s"]].strip() if "service_s" in col else ""
+        tok_in = row[col["input_tokens"]].strip() if has_tokens else ""
+        tok_out = row[col["output_tokens"]].strip() if has_tokens else ""
+        if svc_text:
+            lists[3].append(_number(name, line, "service_s", svc_text))
+        elif tok_in and tok_out:
+            lists[3].append(math.nan)  # from the fleet's token model
+        else:
+            raise TraceError(name, "needs input_tokens+output_tokens or service_s", line)
+        lists[1].append(_number(name, line, "input_tokens", tok_in, True) if tok_in else 0.0)
+        lists[2].append(_number(name, line, "output_tokens", tok_out, True) if tok_out else 0.0)
+    if not per:
+        raise _no_requests(path)
+    models = []
+    for m, (t, i, o, s) in per.items():
+        svc = np.array(s)
+        service = None if bool(np.all(np.isnan(svc))) else svc
+        tokens = has_tokens
+        models.append(
+            ModelTrace(
+                m,
+                np.array(t),
+                np.array(i) if tokens else None,
+                np.array(o) if tokens else None,
+                service,
+                name,
+            ).sorted()
+        )
+    return FileTrace(models, absolute=kinds == {True})
+
+
+def _read_jsonl(path: Path, model: str) -> FileTrace:
+    name = str(path)
+    t: list[float] = []
+    inp: list[float] = []
+    out: list[float] = []
+    try:
+        with _open_text(path) as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise TraceError(name, f"invalid JSON: {exc.msg}", line_no) from None
+                if not isinstance(obj, dict):
+                    raise TraceError(name, "expected a JSON object per line", line_no)
+                for key in ("timestamp", "input_length", "output_length"):
+                    if key not in obj:
+                        raise TraceError(name, f"missing field {key!r}", line_no)
+                t.append(_number(name, line_no, "timestamp", str(obj["timestamp"])) / 1000.0)
+                inp.append(_number(name, line_no, "input_length", str(obj["input_length"]), True))
+                out.append(_number(name, line_no, "output_length", str(obj["output_length"]), True))
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(name, f"cannot read: {exc}") from exc
+    if not t:
+        raise _no_requests(path)
+    trace = ModelTrace(model, np.array(t), np.array(inp), np.array(out), None, name)
+    return FileTrace([trace.sorted()], absolute=False)

@@ -1,0 +1,240 @@
+"""The fleet file of ``gpucap simulate``: which models run on which GPU shape, what one replica
+of each sustains (concurrency slots and a service-time model), their SLO and bounds, what a
+GPU costs and how long a cold start takes, phase by phase.
+
+Defaults come from ``../shared/reference/coldstart.md`` §5 (cold-start phases) and
+``../shared/reference/autoscalers.md`` §1 (scrape interval). Prices default to the catalog
+(``schema.catalog``, clouds.md §A.2). Nothing here does I/O except :func:`load_fleet_file`,
+which reads one file and reports every problem with its line (``schema.policy_file`` does the
+same for policies, through the shared ``parse_yaml_model``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schema.catalog import GpuShape, parse_gpu_shape
+from schema.policy import Problem
+from schema.policy_file import PolicyError, parse_yaml_model
+
+Seconds = Annotated[float, Field(ge=0)]
+ModelName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ColdStartPhases(_Strict):
+    """Time-to-ready of a new replica, phase by phase (coldstart.md §0 phase model).
+
+    The defaults are coldstart.md §5 "typical" values for an on-demand 8xH100/H200 node with a
+    baked image and weights in a region-local object store."""
+
+    capacity_vm_s: Seconds = 600.0  # §5 T_capacity+T_vm, 8xH100/H200 on-demand: typical 10 min
+    bootstrap_s: Seconds = 60.0  # §5 T_bootstrap, baked image: typical 1 min
+    image_pull_s: Seconds = 15.0  # §5 T_image, lazy/streamed or pre-pulled: 10-20 s
+    # §3.3 70B BF16 (140 GB) over a 400 Gbps object store: 2.8 s floor, x1.3-1.8 for loader
+    # efficiency (§3.3 reading note) ≈ 5 s; rounded up to 10 s for origin variance (§1.4).
+    weight_fetch_s: Seconds = 10.0
+    load_init_s: Seconds = 210.0  # §5 T_init, vLLM 70B TP=8 without caches: typical 3.5 min
+
+    @property
+    def node_s(self) -> float:
+        """Until the node runs (the replica counts as ``provisioning`` before this)."""
+        return self.capacity_vm_s
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.capacity_vm_s
+            + self.bootstrap_s
+            + self.image_pull_s
+            + self.weight_fetch_s
+            + self.load_init_s
+        )
+
+
+class ColdStartOverride(_Strict):
+    """Per-model changes to the fleet's phases; a field left out keeps the fleet's value."""
+
+    capacity_vm_s: Seconds | None = None
+    bootstrap_s: Seconds | None = None
+    image_pull_s: Seconds | None = None
+    weight_fetch_s: Seconds | None = None
+    load_init_s: Seconds | None = None
+
+    def apply(self, base: ColdStartPhases) -> ColdStartPhases:
+        changes = {k: v for k, v in self.model_dump().items() if v is not None}
+        return base.model_copy(update=changes)
+
+
+class ServiceTime(_Strict):
+    """How long one request occupies one slot of a replica, once it starts.
+
+    Per request, the first that applies: the trace's own ``service_s``; else
+    ``input_tokens / prefill_tokens_per_s + output_tokens * output_token_s`` with the trace's
+    token counts (or ``default_*_tokens`` when the trace has none, e.g. ServeGen rate files);
+    else ``per_request_s``."""
+
+    prefill_tokens_per_s: Annotated[float, Field(gt=0)] | None = None
+    output_token_s: Annotated[float, Field(gt=0)] | None = None
+    per_request_s: Annotated[float, Field(gt=0)] | None = None
+    default_input_tokens: Annotated[int, Field(ge=0)] | None = None
+    default_output_tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _usable(self) -> ServiceTime:
+        tokens = self.prefill_tokens_per_s is not None and self.output_token_s is not None
+        if (self.prefill_tokens_per_s is None) != (self.output_token_s is None):
+            raise ValueError("prefill_tokens_per_s and output_token_s go together")
+        if not tokens and self.per_request_s is None:
+            raise ValueError(
+                "needs prefill_tokens_per_s + output_token_s (token model) or per_request_s"
+            )
+        return self
+
+    @property
+    def has_token_model(self) -> bool:
+        return self.prefill_tokens_per_s is not None and self.output_token_s is not None
+
+
+class ModelSpec(_Strict):
+    """One deployment in the fleet (``name`` is the trace's model name)."""
+
+    name: ModelName
+    shape: str  # a catalog GPU shape: 1xH100, 8xH200, 2x8xH100
+    slots: Annotated[int, Field(ge=1)]  # requests one replica serves at once
+    service: ServiceTime
+    slo_s: Annotated[float, Field(gt=0)]  # max wait before service starts
+    min_replicas: Annotated[int, Field(ge=0)] = 0
+    max_replicas: Annotated[int, Field(ge=1)] = 1000
+    # autoscalers.md §1.2: Knative's container-concurrency-target-percentage is 70.
+    target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
+    scale_to_zero_grace_s: Seconds = 600.0
+    usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
+    usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
+    coldstart: ColdStartOverride | None = None
+
+    @field_validator("shape")
+    @classmethod
+    def _known_shape(cls, v: str) -> str:
+        parse_gpu_shape(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) is greater than max_replicas "
+                f"({self.max_replicas})"
+            )
+        if self.usd_per_gpu_hour is not None and self.usd_per_node_hour is not None:
+            raise ValueError("give usd_per_gpu_hour or usd_per_node_hour, not both")
+        return self
+
+    @property
+    def gpu_shape(self) -> GpuShape:
+        return parse_gpu_shape(self.shape)
+
+    @property
+    def usd_per_replica_hour(self) -> float:
+        """Price of one replica-hour: explicit, else the cheapest catalog node (clouds.md §A.2)."""
+        shape = self.gpu_shape
+        if self.usd_per_gpu_hour is not None:
+            return self.usd_per_gpu_hour * shape.total_gpus
+        node = self.usd_per_node_hour
+        if node is None:
+            node = shape.instance_types()[0].list_price_usd_per_hour
+        return node * shape.nodes
+
+
+class ModelTemplate(_Strict):
+    """What a trace model that the fleet does not name is cloned from."""
+
+    shape: str
+    slots: Annotated[int, Field(ge=1)]
+    service: ServiceTime
+    slo_s: Annotated[float, Field(gt=0)]
+    min_replicas: Annotated[int, Field(ge=0)] = 0
+    max_replicas: Annotated[int, Field(ge=1)] = 1000
+    target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
+    scale_to_zero_grace_s: Seconds = 600.0
+    usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
+    usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
+    coldstart: ColdStartOverride | None = None
+
+    def clone(self, name: str) -> ModelSpec:
+        return ModelSpec(name=name, **self.model_dump(exclude_none=True))
+
+    @field_validator("shape")
+    @classmethod
+    def _known_shape(cls, v: str) -> str:
+        parse_gpu_shape(v)
+        return v
+
+
+class Fleet(_Strict):
+    name: str = "fleet"
+    # autoscalers.md §1.1: Knative scrapes every 1 s into 1 s buckets.
+    scrape_interval_s: Annotated[float, Field(gt=0, le=300)] = 1.0
+    coldstart: ColdStartPhases = ColdStartPhases()
+    models: list[ModelSpec] = []
+    template: ModelTemplate | None = None
+
+    @model_validator(mode="after")
+    def _unique(self) -> Fleet:
+        seen: set[str] = set()
+        for m in self.models:
+            if m.name in seen:
+                raise ValueError(f"duplicate model name {m.name!r}")
+            seen.add(m.name)
+        if not self.models and self.template is None:
+            raise ValueError("a fleet needs at least one model or a template")
+        return self
+
+    def model(self, name: str) -> ModelSpec | None:
+        """The named model, else a clone of the template, else None."""
+        found = next((m for m in self.models if m.name == name), None)
+        if found is None and self.template is not None:
+            return self.template.clone(name)
+        return found
+
+    def coldstart_for(self, model: ModelSpec) -> ColdStartPhases:
+        return model.coldstart.apply(self.coldstart) if model.coldstart else self.coldstart
+
+
+class FleetError(Exception):
+    """A fleet file that cannot be used; ``problems`` lists every reason with its line."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
+    """Parse and validate; raise :class:`FleetError` listing every problem with its line."""
+    try:
+        fleet, _ = parse_yaml_model(text, Fleet, source)
+    except PolicyError as exc:
+        raise FleetError(exc.problems) from exc
+    return fleet
+
+
+def load_fleet_file(path: str | Path) -> Fleet:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FleetError([Problem((), f"cannot read file: {exc}", file=str(p))]) from exc
+    return parse_fleet(text, source=str(p))
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Fleet.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpucap simulator fleet"
+    return schema
