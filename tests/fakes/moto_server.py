@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import re
 import socket
 import threading
 import uuid
@@ -28,6 +29,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+
+_ISSUED = re.compile(r"<(?:SecretAccessKey|SessionToken)>([^<]+)</")
 
 # Hop-by-hop headers a proxy must not forward (RFC 9110 §7.6.1).
 _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
@@ -58,6 +61,13 @@ class FaultInjector:
     rules: list[FaultRule] = field(default_factory=list)
     seen: Counter[str] = field(default_factory=Counter)  # requests per Action on the wire
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # moto's STS assumes any role with any ExternalId (clouds.md §E.1). The proxy plays the
+    # customer's trust policy: role ARN -> the ExternalId its condition requires.
+    trust: dict[str, str] = field(default_factory=dict)
+    assume_role_calls: list[dict[str, str]] = field(default_factory=list)  # no secrets in it
+    # Secret values the emulator handed out (assumed-role keys and tokens), so the hygiene
+    # tests can grep logs and the database for them.
+    issued_secrets: list[str] = field(default_factory=list)
 
     def add(self, rule: FaultRule) -> None:
         with self.lock:
@@ -67,6 +77,23 @@ class FaultInjector:
         with self.lock:
             self.rules.clear()
             self.seen.clear()
+            self.trust.clear()
+            self.assume_role_calls.clear()
+            self.issued_secrets.clear()
+
+    def check_trust(self, form: dict[str, list[str]]) -> FaultRule | None:
+        call = {k: form.get(k, [""])[0] for k in ("RoleArn", "RoleSessionName", "ExternalId")}
+        with self.lock:
+            self.assume_role_calls.append(call)
+            wanted = self.trust.get(call["RoleArn"])
+        if wanted is not None and call["ExternalId"] != wanted:
+            return FaultRule(
+                "AssumeRole",
+                "AccessDenied",
+                403,
+                f"User is not authorized to perform: sts:AssumeRole on resource: {call['RoleArn']}",
+            )
+        return None
 
     def pending(self) -> int:
         with self.lock:
@@ -130,17 +157,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self._body()
-        action, zone = "", None
+        action, zone, form = "", None, {}
         ctype = self.headers.get("Content-Type", "")
         if self.command == "POST" and "x-www-form-urlencoded" in ctype:
             form = parse_qs(body.decode("utf-8", "replace"))
             action = form.get("Action", [""])[0]
             zone = form.get("Placement.AvailabilityZone", [None])[0]
         rule = self.server.faults.take(action, zone) if action else None
+        if rule is None and action == "AssumeRole":
+            rule = self.server.faults.check_trust(form)
         if rule is not None and not rule.drop_response:
             self._reply_error(rule, action)
             return
         status, headers, payload = self._forward(body)
+        if action == "AssumeRole" and status == 200:
+            found = _ISSUED.findall(payload.decode("utf-8", "replace"))
+            with self.server.faults.lock:
+                self.server.faults.issued_secrets.extend(found)
         if rule is not None:  # the upstream did the work; the caller never hears about it
             self.close_connection = True
             with contextlib.suppress(OSError):
