@@ -777,9 +777,9 @@ class _Handler(BaseHTTPRequestHandler):
             mtype_path = body.get("machineType", "")
             mtype = mtype_path.rsplit("/", 1)[-1]
             name = body.get("name", "")
-            if fault is not None and fault.kind not in ASYNC_FAULTS and fault.kind != "drop":
-                if not fault.kind.startswith("op:"):
-                    fake._sync_fault(fault, project, zone, mtype)
+            sync = fault is not None and fault.kind not in (*ASYNC_FAULTS, "drop")
+            if fault is not None and sync and not fault.kind.startswith("op:"):
+                fake._sync_fault(fault, project, zone, mtype)
             if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
                 raise HttpError(
                     400,

@@ -1,0 +1,428 @@
+"""GCP instances: find-or-create, describe, list by ownership labels, idempotent terminate.
+
+Identity. An instance id is ``<zone>/<name>/<numeric id>``. The name is derived from the
+intent (``labels.vm_name``) and is the idempotency anchor; the numeric id is GCP's own and
+changes when a name is reused, so a stale id never describes or deletes a newer instance
+that got the same name (describe answers None, terminate answers "already gone").
+
+Create is find-or-create, each attempt inside ``providers.retry`` (only Throttled and
+TransientError are retried; capacity/quota/auth return at once, clouds.md §D.4):
+
+1. *find*: an aggregated list filtered on the intent label, in the request's region; an
+   instance carrying this intent (exact, from the ``gpucap-tags`` metadata) is returned with
+   ``created=False``. This is what makes a retry after a crash or a lost response safe even
+   where a server ignored the token.
+2. *insert* with ``requestId`` = uuid5(intent) (§A.4, passed inside the request: it is not a
+   flattened kwarg and the library does not generate it, §E.2 pitfall 2), through
+   ``insert_unary`` and our own operations client (§E.2 pitfall 1).
+3. The server answers a repeated ``requestId`` with the *original* operation. If that comes
+   back already DONE, the token was spent by an earlier, finished attempt (a stockout a
+   minute ago; an instance since terminated): the next token is derived from that
+   operation's name and the insert is sent again. The chain is deterministic, so a process
+   that crashes half-way walks the same tokens again and meets its own operation.
+4. Wait for the operation (bounded) and always check its ``error``: a stockout
+   (ZONE_RESOURCE_POOL_EXHAUSTED) lives only there (§A.4).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from providers.base import TAG_INTENT, CloudNode, CreateResult, InstanceStatus, NodeRequest
+from providers.errors import InvalidRequest, ProviderError, Scope, TransientError
+from providers.gcp import errors as gerr
+from providers.gcp.labels import (
+    TAGS_METADATA_KEY,
+    USER_DATA_METADATA_KEY,
+    delete_request_id,
+    label_filter,
+    labels_for,
+    request_id,
+    vm_name,
+)
+from providers.gcp.operations import CALL_TIMEOUT_S, wait_zone_operation
+from providers.gcp.session import GcpSession
+from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
+
+log = structlog.get_logger(__name__)
+
+# How many spent request ids a create walks past before giving up (each step is one earlier
+# finished attempt for the same intent in the token's lifetime).
+MAX_TOKEN_CHAIN = 8
+BOOT_DISK_GB = 200  # clouds.md §A.4 example
+
+# GCP instance status -> ours. GCP "TERMINATED" means *stopped* (the VM still exists and
+# holds its name); a deleted instance is simply gone (404).
+_STATUS = {
+    "PROVISIONING": InstanceStatus.PENDING,
+    "STAGING": InstanceStatus.PENDING,
+    "REPAIRING": InstanceStatus.PENDING,
+    "RUNNING": InstanceStatus.RUNNING,
+    "STOPPING": InstanceStatus.STOPPING,
+    "SUSPENDING": InstanceStatus.STOPPING,
+    "STOPPED": InstanceStatus.STOPPED,
+    "SUSPENDED": InstanceStatus.STOPPED,
+    "TERMINATED": InstanceStatus.STOPPED,
+}
+
+
+def parse_instance_id(instance_id: str) -> tuple[str, str, str]:
+    """``zone/name/id`` -> (zone, name, id); raises InvalidRequest naming the format."""
+    parts = instance_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise InvalidRequest(
+            f"not a gpucap GCP instance id: {instance_id!r} (expected ZONE/NAME/NUMERIC_ID)",
+            code="invalidInstanceId",
+        )
+    return parts[0], parts[1], parts[2]
+
+
+class GcpInstances:
+    def __init__(
+        self,
+        session: GcpSession,
+        *,
+        base_image: str,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        op_deadline_s: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.session = session
+        self.base_image = base_image
+        self.retry = retry
+        # dstack waits 30 s for a capacity error to show up; A3 inserts usually finish (or
+        # fail) well within 2 min (clouds.md §A.4, §D.2).
+        self.op_deadline_s = op_deadline_s
+        self.sleep = sleep
+        self._zones: dict[str, list[str]] = {}
+
+    @property
+    def _client(self) -> Any:
+        return self.session.client("InstancesClient")
+
+    # -- create ---------------------------------------------------------------------------
+
+    def create(self, req: NodeRequest) -> CreateResult:
+        where = gerr.Where(req.region, req.zone, req.instance_type)
+
+        def attempt() -> CreateResult:
+            try:
+                found = self._find_intent(req.region, req.intent_id)
+                if found is not None:
+                    return CreateResult(found, created=False)
+                zone = req.zone or self._pick_zone(req.region, req.instance_type)
+                return self._insert(req, zone)
+            except ProviderError:
+                raise
+            except Exception as exc:
+                raise gerr.from_exception(exc, where) from exc
+
+        return call_with_retry(attempt, self.retry, what=f"gcp create {req.intent_id}")
+
+    def _insert(self, req: NodeRequest, zone: str) -> CreateResult:
+        from google.cloud import compute_v1
+
+        where = gerr.Where(req.region, zone, req.instance_type)
+        name = vm_name(req.intent_id)
+        resource = self._instance_resource(req, zone, name)
+        rid = request_id(req.intent_id)
+        spent: Any = None
+        for _ in range(MAX_TOKEN_CHAIN):
+            try:
+                op = self._client.insert_unary(
+                    request=compute_v1.InsertInstanceRequest(
+                        project=self.session.project,
+                        zone=zone,
+                        instance_resource=resource,
+                        request_id=rid,
+                    ),
+                    retry=None,  # capacity/quota must reach placement at once (§D.4)
+                    timeout=CALL_TIMEOUT_S,
+                )
+            except Exception as exc:
+                if gerr.is_already_exists(exc):
+                    return self._name_taken(req, zone, name)
+                raise gerr.from_exception(exc, where) from exc
+            if op.status == compute_v1.Operation.Status.DONE:
+                # A replay: this token belongs to an attempt that already finished.
+                if not gerr.operation_failed(op):
+                    node = self._get(zone, name)
+                    if node is not None and self._node_id(node) == str(op.target_id):
+                        return CreateResult(node, created=False)
+                spent = op
+                rid = request_id(req.intent_id, after=op.name)
+                continue
+            done = wait_zone_operation(
+                self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+            )
+            if done is None:
+                node = self._get(zone, name)
+                if node is not None:  # still provisioning; describe will follow it
+                    return CreateResult(node, created=True)
+                raise TransientError(
+                    f"insert operation {op.name} still running after {self.op_deadline_s:.0f}s",
+                    code="operationTimeout",
+                    retryable=True,
+                    **_at(where),
+                )
+            if gerr.operation_failed(done):
+                raise gerr.from_operation(done, where)
+            node = self._get(zone, name)
+            if node is None:
+                raise TransientError(
+                    f"instance {name} not visible after its insert finished",
+                    code="notVisible",
+                    retryable=True,
+                    **_at(where),
+                )
+            log.info("gcp.instance.created", intent=req.intent_id, instance=node.instance_id)
+            return CreateResult(node, created=True)
+        if spent is not None and gerr.operation_failed(spent):
+            raise gerr.from_operation(spent, where)
+        raise TransientError(
+            f"{MAX_TOKEN_CHAIN} request ids for intent {req.intent_id} were already spent",
+            code="requestIdChainExhausted",
+            **_at(where),
+        )
+
+    def _name_taken(self, req: NodeRequest, zone: str, name: str) -> CreateResult:
+        node = self._get(zone, name)
+        if node is not None and node.intent_id == req.intent_id:
+            if node.status == InstanceStatus.STOPPING:
+                raise TransientError(
+                    f"the previous instance {name} of this intent is still being deleted",
+                    code="alreadyExists",
+                    retryable=True,
+                    region=req.region,
+                    zone=zone,
+                )
+            return CreateResult(node, created=False)
+        raise InvalidRequest(
+            f"instance name {name} in {zone} is taken by an instance that is not this intent's",
+            code="alreadyExists",
+            region=req.region,
+            zone=zone,
+        )
+
+    def _instance_resource(self, req: NodeRequest, zone: str, name: str) -> Any:
+        from google.cloud import compute_v1
+
+        tags = {**req.tags, TAG_INTENT: req.intent_id}
+        items = [compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True))]
+        if req.user_data:
+            items.append(compute_v1.Items(key=USER_DATA_METADATA_KEY, value=req.user_data))
+        resource = compute_v1.Instance(
+            name=name,
+            machine_type=f"zones/{zone}/machineTypes/{req.instance_type}",
+            labels=labels_for(tags),
+            metadata=compute_v1.Metadata(items=items),
+            disks=[
+                compute_v1.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    initialize_params=compute_v1.AttachedDiskInitializeParams(
+                        source_image=req.image or self.base_image, disk_size_gb=BOOT_DISK_GB
+                    ),
+                )
+            ],
+            network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default")],
+            # GPU VMs cannot live-migrate (§A.4: on_host_maintenance TERMINATE).
+            scheduling=compute_v1.Scheduling(
+                on_host_maintenance="TERMINATE",
+                provisioning_model="STANDARD",
+                automatic_restart=True,
+            ),
+        )
+        if req.reservation:
+            resource.reservation_affinity = compute_v1.ReservationAffinity(
+                consume_reservation_type="SPECIFIC_RESERVATION",
+                key="compute.googleapis.com/reservation-name",
+                values=[req.reservation],
+            )
+        return resource
+
+    def _pick_zone(self, region: str, instance_type: str) -> str:
+        """The first zone of the region (by name) that offers the machine type."""
+        from google.cloud import compute_v1
+
+        pager = self.session.client("MachineTypesClient").aggregated_list(
+            request=compute_v1.AggregatedListMachineTypesRequest(
+                project=self.session.project, filter=f'name = "{instance_type}"'
+            ),
+            retry=None,
+            timeout=CALL_TIMEOUT_S,
+        )
+        zones = sorted(
+            scope.split("/", 1)[1]
+            for scope, scoped in pager
+            if scoped.machine_types and scope.split("/", 1)[1].rsplit("-", 1)[0] == region
+        )
+        if not zones:
+            raise InvalidRequest(
+                f"{instance_type} is not offered in any zone of {region}",
+                code="machineTypeNotOffered",
+                scope=Scope.REGION,
+                region=region,
+                instance_type=instance_type,
+            )
+        return zones[0]
+
+    # -- describe / list ------------------------------------------------------------------
+
+    def describe(self, region: str, instance_id: str) -> CloudNode | None:
+        zone, name, nid = parse_instance_id(instance_id)
+        where = gerr.Where(region, zone)
+
+        def attempt() -> CloudNode | None:
+            try:
+                node = self._get(zone, name)
+            except Exception as exc:
+                raise gerr.from_exception(exc, where) from exc
+            return node if node is not None and self._node_id(node) == nid else None
+
+        return call_with_retry(attempt, self.retry, what=f"gcp describe {instance_id}")
+
+    def list_tagged(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+        where = gerr.Where(region)
+
+        def attempt() -> list[CloudNode]:
+            try:
+                return self._list(region, tags)
+            except Exception as exc:
+                raise gerr.from_exception(exc, where) from exc
+
+        return call_with_retry(attempt, self.retry, what="gcp list")
+
+    def _list(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+        from google.cloud import compute_v1
+
+        pager = self._client.aggregated_list(
+            request=compute_v1.AggregatedListInstancesRequest(
+                project=self.session.project, filter=label_filter(tags) if tags else ""
+            ),
+            retry=None,
+            timeout=CALL_TIMEOUT_S,
+        )
+        out: list[CloudNode] = []
+        for scope, scoped in pager:
+            zone = scope.split("/", 1)[1] if scope.startswith("zones/") else ""
+            if not zone or _region_of(zone) != region:
+                continue
+            for inst in scoped.instances:
+                node = self._node(inst, zone)
+                # Labels are a lossy mapping; the exact tags decide.
+                if all(node.tags.get(k) == v for k, v in tags.items()):
+                    out.append(node)
+        return sorted(out, key=lambda n: n.instance_id)
+
+    def _find_intent(self, region: str, intent_id: str) -> CloudNode | None:
+        for node in self._list(region, {TAG_INTENT: intent_id}):
+            if node.status != InstanceStatus.STOPPING:  # a dying one is not "found"
+                return node
+        return None
+
+    def _get(self, zone: str, name: str) -> CloudNode | None:
+        try:
+            inst = self._client.get(
+                project=self.session.project,
+                zone=zone,
+                instance=name,
+                retry=None,
+                timeout=CALL_TIMEOUT_S,
+            )
+        except Exception as exc:
+            if gerr.is_not_found(exc):
+                return None
+            raise
+        return self._node(inst, zone)
+
+    def _node(self, inst: Any, zone: str) -> CloudNode:
+        tags = _tags_of(inst)
+        ip = inst.network_interfaces[0].network_i_p if inst.network_interfaces else ""
+        return CloudNode(
+            instance_id=f"{zone}/{inst.name}/{inst.id}",
+            intent_id=tags.get(TAG_INTENT, ""),
+            instance_type=inst.machine_type.rsplit("/", 1)[-1],
+            region=_region_of(zone),
+            zone=zone,
+            status=_STATUS.get(inst.status, InstanceStatus.PENDING),
+            tags=tags,
+            private_ip=ip or None,
+        )
+
+    @staticmethod
+    def _node_id(node: CloudNode) -> str:
+        return node.instance_id.rsplit("/", 1)[-1]
+
+    # -- terminate ------------------------------------------------------------------------
+
+    def terminate(self, region: str, instance_id: str) -> None:
+        from google.cloud import compute_v1
+
+        zone, name, nid = parse_instance_id(instance_id)
+        where = gerr.Where(region, zone)
+
+        def attempt() -> None:
+            try:
+                node = self._get(zone, name)
+                if node is None or self._node_id(node) != nid:
+                    return  # gone already, or the name now belongs to a newer instance
+                try:
+                    op = self._client.delete_unary(
+                        request=compute_v1.DeleteInstanceRequest(
+                            project=self.session.project,
+                            zone=zone,
+                            instance=name,
+                            request_id=delete_request_id(instance_id),
+                        ),
+                        retry=None,
+                        timeout=CALL_TIMEOUT_S,
+                    )
+                except Exception as exc:
+                    if gerr.is_not_found(exc):
+                        return
+                    raise
+                done = wait_zone_operation(
+                    self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+                )
+                if done is None:
+                    raise TransientError(
+                        f"delete operation {op.name} still running",
+                        code="operationTimeout",
+                        retryable=True,
+                        **_at(where),
+                    )
+                if gerr.operation_failed(done):
+                    raise gerr.from_operation(done, where)
+                log.info("gcp.instance.deleted", instance=instance_id)
+            except ProviderError:
+                raise
+            except Exception as exc:
+                raise gerr.from_exception(exc, where) from exc
+
+        call_with_retry(attempt, self.retry, what=f"gcp terminate {instance_id}")
+
+
+def _region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def _tags_of(inst: Any) -> dict[str, str]:
+    for item in inst.metadata.items if inst.metadata else []:
+        if item.key == TAGS_METADATA_KEY:
+            try:
+                raw = json.loads(item.value)
+            except ValueError:
+                break
+            if isinstance(raw, dict):
+                return {str(k): str(v) for k, v in raw.items()}
+    return dict(inst.labels)  # not ours, or metadata edited: the labels are all there is
+
+
+def _at(where: gerr.Where) -> dict[str, Any]:
+    return {"region": where.region, "zone": where.zone, "instance_type": where.instance_type}

@@ -1,0 +1,108 @@
+"""Server-side object copy in Cloud Storage, for staging model weights near the nodes.
+
+Uses the JSON API's ``objects.rewrite``
+(``POST /storage/v1/b/{bucket}/o/{object}/rewriteTo/b/{bucket}/o/{object}``) through the
+same authorized session as the compute clients, so it needs no extra SDK and no bytes pass
+through gpucap. A large or cross-location rewrite answers ``done: false`` with a
+``rewriteToken``; the call is repeated with the token until done.
+
+URIs are ``gs://bucket/key``. A source ending in ``/`` is a prefix: every object under it is
+copied to the same relative key under the destination prefix (weights are directories).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from providers.errors import InvalidRequest, ProviderError, TransientError
+from providers.gcp import errors as gerr
+from providers.gcp.session import GcpSession
+from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
+
+CALL_TIMEOUT_S = 60.0
+MAX_REWRITE_CALLS = 10_000  # bounds a rewrite loop that never reports done
+
+
+def parse_gs_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("gs://"):
+        raise InvalidRequest(f"not a Cloud Storage URI: {uri!r} (expected gs://BUCKET/KEY)")
+    bucket, _, key = uri[len("gs://") :].partition("/")
+    if not bucket:
+        raise InvalidRequest(f"no bucket in {uri!r}")
+    return bucket, key
+
+
+class GcsCopier:
+    def __init__(self, session: GcpSession, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
+        self.session = session
+        self.retry = retry
+
+    def copy(self, source_uri: str, dest_uri: str) -> None:
+        sb, sk = parse_gs_uri(source_uri)
+        db, dk = parse_gs_uri(dest_uri)
+        if not sk:
+            raise InvalidRequest(f"no object key in {source_uri!r}")
+        if sk.endswith("/"):
+            if dk and not dk.endswith("/"):
+                raise InvalidRequest(f"copying prefix {source_uri!r} needs a prefix destination")
+            for name in self._list(sb, sk):
+                self._rewrite(sb, name, db, dk + name[len(sk) :])
+            return
+        self._rewrite(sb, sk, db, dk or sk)
+
+    def _list(self, bucket: str, prefix: str) -> list[str]:
+        names: list[str] = []
+        token = ""
+        while True:
+            params = {"prefix": prefix, **({"pageToken": token} if token else {})}
+            body = self._call("GET", f"/storage/v1/b/{quote(bucket, safe='')}/o", params)
+            names.extend(str(i["name"]) for i in body.get("items", []))
+            token = str(body.get("nextPageToken") or "")
+            if not token:
+                return names
+
+    def _rewrite(self, sb: str, sk: str, db: str, dk: str) -> None:
+        path = (
+            f"/storage/v1/b/{quote(sb, safe='')}/o/{quote(sk, safe='')}"
+            f"/rewriteTo/b/{quote(db, safe='')}/o/{quote(dk, safe='')}"
+        )
+        token = ""
+        for _ in range(MAX_REWRITE_CALLS):
+            body = self._call("POST", path, {"rewriteToken": token} if token else {})
+            if body.get("done"):
+                return
+            token = str(body.get("rewriteToken") or "")
+            if not token:
+                raise TransientError(f"rewrite of gs://{sb}/{sk} not done and no token")
+        raise TransientError(f"rewrite of gs://{sb}/{sk} did not finish")
+
+    def _call(self, method: str, path: str, params: dict[str, str]) -> dict[str, Any]:
+        url = self.session.storage_endpoint + path
+        where = gerr.Where()
+
+        def attempt() -> dict[str, Any]:
+            try:
+                resp = self.session.http().request(
+                    method, url, params=params, timeout=CALL_TIMEOUT_S
+                )
+            except ProviderError:
+                raise
+            except Exception as exc:
+                raise gerr.from_exception(exc, where) from exc
+            if resp.status_code >= 400:
+                message, reasons = _error_of(resp)
+                raise gerr.from_http(resp.status_code, message, reasons, where, response=resp)
+            body: dict[str, Any] = resp.json()
+            return body
+
+        return call_with_retry(attempt, self.retry, what=f"gcs {method}")
+
+
+def _error_of(resp: Any) -> tuple[str, list[str]]:
+    try:
+        err = resp.json().get("error", {})
+    except ValueError:
+        return f"HTTP {resp.status_code}", []
+    reasons = [str(e.get("reason")) for e in err.get("errors", []) if e.get("reason")]
+    return str(err.get("message") or f"HTTP {resp.status_code}"), reasons

@@ -1,0 +1,134 @@
+"""GCP offerings: every catalog H100/H200 machine type in every zone of the asked regions,
+with price and availability as fields (never by omission, Karpenter's GetInstanceTypes
+contract, HOUSE-STYLE study 2).
+
+What the API says about availability, per (machine type, zone):
+- the zone offers the machine type (``machineTypes.aggregatedList``);
+- the zone is ``UP`` (``zones.list``);
+- the region's GPU quota for that type has room for one node (``regions.get`` quotas), and
+  so does the project-wide ``GPUS_ALL_REGIONS`` (``projects.get``).
+Stockouts are not visible before an insert; they come back as typed errors from create.
+
+Prices are the catalog's list prices (``schema.catalog``, clouds.md §A.2), overridden per
+account by ``Account.prices``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.base import Offering
+from providers.gcp.operations import CALL_TIMEOUT_S
+from providers.gcp.session import GcpSession
+from schema.catalog import INSTANCE_TYPES, InstanceType
+from schema.types import Cloud
+
+# Regional GPU quota metric each A3 shape consumes (clouds.md §A.1 notes).
+QUOTA_METRIC: dict[str, str] = {
+    "a3-highgpu-8g": "NVIDIA_H100_GPUS",
+    "a3-megagpu-8g": "NVIDIA_H100_MEGA_GPUS",
+    "a3-ultragpu-8g": "NVIDIA_H200_GPUS",
+}
+GLOBAL_GPU_METRIC = "GPUS_ALL_REGIONS"
+
+
+def catalog_types() -> list[InstanceType]:
+    return [t for t in INSTANCE_TYPES if t.cloud == Cloud.GCP]
+
+
+def list_offerings(
+    session: GcpSession, regions: Sequence[str], prices: Mapping[str, float]
+) -> list[Offering]:
+    from google.cloud import compute_v1
+
+    project = session.project
+    types = catalog_types()
+    offered: dict[str, set[str]] = {}  # zone -> machine type names
+    pager = session.client("MachineTypesClient").aggregated_list(
+        request=compute_v1.AggregatedListMachineTypesRequest(project=project),
+        retry=None,
+        timeout=CALL_TIMEOUT_S,
+    )
+    wanted = {t.name for t in types}
+    for scope, scoped in pager:
+        if scope.startswith("zones/"):
+            offered[scope[len("zones/") :]] = {
+                m.name for m in scoped.machine_types if m.name in wanted
+            }
+    zone_status = {
+        z.name: z.status
+        for z in session.client("ZonesClient").list(
+            project=project, retry=None, timeout=CALL_TIMEOUT_S
+        )
+    }
+    global_free = _free(
+        session.client("ProjectsClient")
+        .get(project=project, retry=None, timeout=CALL_TIMEOUT_S)
+        .quotas
+    ).get(GLOBAL_GPU_METRIC)
+
+    out: list[Offering] = []
+    for region in regions:
+        info = session.client("RegionsClient").get(
+            project=project, region=region, retry=None, timeout=CALL_TIMEOUT_S
+        )
+        free = _free(info.quotas)
+        zones = sorted(z.rsplit("/", 1)[-1] for z in info.zones)
+        for zone in zones:
+            for t in types:
+                reason = _unavailable_reason(
+                    t, zone, offered.get(zone, set()), zone_status.get(zone, ""), free, global_free
+                )
+                out.append(
+                    Offering(
+                        instance_type=t.name,
+                        region=region,
+                        zone=zone,
+                        price_usd_per_hour=float(prices.get(t.name, t.list_price_usd_per_hour)),
+                        available=not reason,
+                        reason=reason,
+                    )
+                )
+    return out
+
+
+def quota_headroom(session: GcpSession, region: str) -> dict[str, float]:
+    """Free units per GPU quota metric in the region, plus the project-wide GPU quota."""
+    project = session.project
+    info = session.client("RegionsClient").get(
+        project=project, region=region, retry=None, timeout=CALL_TIMEOUT_S
+    )
+    free = {m: v for m, v in _free(info.quotas).items() if m in QUOTA_METRIC.values()}
+    glob = _free(
+        session.client("ProjectsClient")
+        .get(project=project, retry=None, timeout=CALL_TIMEOUT_S)
+        .quotas
+    ).get(GLOBAL_GPU_METRIC)
+    if glob is not None:
+        free[GLOBAL_GPU_METRIC] = glob
+    return free
+
+
+def _free(quotas: Any) -> dict[str, float]:
+    return {q.metric: float(q.limit) - float(q.usage) for q in quotas}
+
+
+def _unavailable_reason(
+    t: InstanceType,
+    zone: str,
+    offered: set[str],
+    status: str,
+    free: Mapping[str, float],
+    global_free: float | None,
+) -> str:
+    if t.name not in offered:
+        return f"{t.name} is not offered in {zone}"
+    if status and status != "UP":
+        return f"zone {zone} is {status}"
+    metric = QUOTA_METRIC.get(t.name)
+    if metric and metric in free and free[metric] < t.gpus:
+        return f"quota {metric}: {free[metric]:g} GPUs free, a node needs {t.gpus}"
+    if global_free is not None and global_free < t.gpus:
+        return f"quota {GLOBAL_GPU_METRIC}: {global_free:g} GPUs free, a node needs {t.gpus}"
+    return ""
