@@ -287,7 +287,8 @@ def test_store_fixture_fails_instead_of_skipping_when_ci_and_postgres_unreachabl
             """
         )
     )
-    env = dict(os.environ)
+    # The outer run's PYTEST_* settings (xdist worker ids, addopts) must not leak inward.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(
         CI="true",
         GPUCAP_TEST_PG=f"postgresql+psycopg://postgres@127.0.0.1:{port}/test",
