@@ -1,9 +1,200 @@
-"""Placeholder: the 'policy' command group is being built; see the issue that owns it."""
+"""``gpucap policy``: validate a policy file offline, apply it through the daemon, show the
+active one, print the JSON Schema for editors.
+
+Problems print one per line as ``file:line:col: field.path: reason`` (the format editors and
+CI annotate), to stderr, with a non-zero exit; ``validate`` and ``apply`` print the same
+lines for the same file, whether the check ran locally or in the daemon."""
 
 from __future__ import annotations
 
+import getpass
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from controlplane.cli.remote import (
+    DEFAULT_ADDR,
+    DEFAULT_TIMEOUT_S,
+    EXIT_REJECTED,
+    AddrOption,
+    CaOption,
+    Output,
+    OutputOption,
+    TimeoutOption,
+    TokenOption,
+    daemon,
+    fail,
+    print_json,
+    to_dict,
+)
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
+from schema.policy import Problem, json_schema
+from schema.policy_file import LoadedPolicy, PolicyError, load_policy_file, parse_policy
+
+policy_app = typer.Typer(
+    name="policy",
+    help="Customer policy files: validate, apply, show, schema.",
+    no_args_is_help=True,
+)
+
+FileArgument = Annotated[
+    Path, typer.Argument(help="Policy YAML file ('-' reads standard input).", show_default=False)
+]
 
 
 def register(app: typer.Typer) -> None:
-    del app  # nothing registered yet
+    app.add_typer(policy_app)
+
+
+def _read(file: Path) -> tuple[str, str]:
+    """(text, source name) of a file or stdin; unreadable files exit with the reason."""
+    if str(file) == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return file.read_text(encoding="utf-8"), str(file)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{file}: cannot read file: {exc}")
+
+
+def _load(file: Path) -> LoadedPolicy:
+    if str(file) == "-":
+        text, source = _read(file)
+        return parse_policy(text, source=source)
+    return load_policy_file(file)
+
+
+def _problem_json(p: Problem) -> dict[str, object]:
+    return {
+        "file": p.file,
+        "line": p.line,
+        "column": p.column,
+        "field": p.field,
+        "reason": p.reason,
+    }
+
+
+@policy_app.command("validate")
+def validate(
+    files: Annotated[
+        list[Path], typer.Argument(help="Policy YAML files ('-' reads standard input).")
+    ],
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Check policy files offline (no daemon needed): every problem with file, line, field
+    path and reason; exit 1 if any file has one."""
+    results: list[dict[str, object]] = []
+    failed = False
+    for file in files:
+        try:
+            loaded = _load(file)
+        except PolicyError as exc:
+            failed = True
+            results.append(
+                {
+                    "file": str(file),
+                    "valid": False,
+                    "problems": [_problem_json(p) for p in exc.problems],
+                }
+            )
+            if output == Output.TABLE:
+                for problem in exc.problems:
+                    typer.echo(str(problem), err=True)
+            continue
+        policy = loaded.policy
+        results.append(
+            {
+                "file": str(file),
+                "valid": True,
+                "customer": policy.customer,
+                "sha256": loaded.sha256,
+            }
+        )
+        if output == Output.TABLE:
+            typer.echo(
+                f"{loaded.source}: ok (customer {policy.customer}, {len(policy.accounts)} "
+                f"accounts, {len(policy.models)} models)"
+            )
+    if output == Output.JSON:
+        print_json(results)
+    if failed:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+@policy_app.command("apply")
+def apply(
+    file: FileArgument,
+    applied_by: Annotated[
+        str | None,
+        typer.Option(
+            "--as", help="Who is applying (recorded with the version); default user@host."
+        ),
+    ] = None,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Apply a policy through the daemon. A rejected policy changes nothing: the daemon keeps
+    the active one and this prints every problem."""
+    text, source = _read(file)
+    who = applied_by or f"{getpass.getuser()}@{socket.gethostname()}"
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(
+            pb.ApplyPolicyRequest(yaml=text, source=source, applied_by=who), timeout=c.timeout
+        )
+    if output == Output.JSON:
+        data = to_dict(resp)
+        data["policy"].pop("yaml", None)  # the caller has the file
+        print_json(data)
+        return
+    v = resp.policy
+    if resp.changed:
+        typer.echo(f"applied: {v.customer} policy v{v.version} (sha256 {v.sha256[:12]})")
+    else:
+        typer.echo(f"unchanged: {v.customer} policy v{v.version} is already active")
+
+
+@policy_app.command("show")
+def show(
+    customer: Annotated[
+        str | None,
+        typer.Argument(
+            help="Customer (optional when the daemon has only one).", show_default=False
+        ),
+    ] = None,
+    version: Annotated[
+        int | None, typer.Option("--version", min=1, help="An older version (default: active).")
+    ] = None,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Print a customer's active (or an older) policy exactly as it was applied; who applied
+    it and when go to stderr, so the YAML on stdout can be saved as-is."""
+    request = pb.GetPolicyRequest(customer=customer or "", version=version)
+    with daemon(addr, token, ca, timeout) as c:
+        v: pb.PolicyVersion = c.stub.GetPolicy(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(v)
+        return
+    at = v.applied_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S UTC")
+    state = "active" if v.active else "inactive"
+    typer.echo(
+        f"# {v.customer} policy v{v.version} ({state}), applied by {v.applied_by} at {at} "
+        f"from {v.source or '-'}, sha256 {v.sha256}",
+        err=True,
+    )
+    typer.echo(v.yaml, nl=not v.yaml.endswith("\n"))
+
+
+@policy_app.command("schema")
+def schema() -> None:
+    """Print the policy file's JSON Schema (for editor validation)."""
+    typer.echo(json.dumps(json_schema(), indent=2))

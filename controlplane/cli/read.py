@@ -1,9 +1,366 @@
-"""Placeholder: the 'read' command group is being built; see the issue that owns it."""
+"""Read commands of the admin CLI: ``gpucap status|models|nodes|pools|events``. Each asks
+the running daemon over gRPC and prints a rich table, or JSON with ``--output json``."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import grpc
 import typer
+from google.protobuf.timestamp_pb2 import Timestamp
+from rich.table import Table
+
+from controlplane.cli.remote import (
+    DEFAULT_ADDR,
+    DEFAULT_TIMEOUT_S,
+    EXIT_UNREACHABLE,
+    AddrOption,
+    CaOption,
+    Output,
+    OutputOption,
+    TimeoutOption,
+    TokenOption,
+    console,
+    daemon,
+    fail,
+    print_json,
+    to_dict,
+)
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
+
+CustomerOption = Annotated[
+    str | None, typer.Option("--customer", "-c", help="Only this customer.", show_default=False)
+]
 
 
 def register(app: typer.Typer) -> None:
-    del app  # nothing registered yet
+    app.command("status", help="Daemon version, uptime, counts and the last tick of each job.")(
+        status
+    )
+    app.command("models", help="Models with desired and actual replicas.")(models)
+    app.command("nodes", help="Cloud nodes and their lifecycle state.")(nodes)
+    app.command("pools", help="Capacity pools: where replicas may run, tier and price.")(pools)
+    app.command("events", help="Recent events; --follow streams new ones.")(events)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _when(t: Timestamp, now: datetime | None = None) -> str:
+    """``12s ago`` style age of a timestamp; ``-`` when unset (proto default)."""
+    if t.seconds == 0 and t.nanos == 0:
+        return "-"
+    at = t.ToDatetime(tzinfo=UTC)
+    secs = int(((now or datetime.now(UTC)) - at).total_seconds())
+    if secs < 0:
+        return at.strftime("%Y-%m-%d %H:%M:%S")
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return f"{secs}s ago"
+
+
+def _by_state(counts: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "-"
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def status(
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    with daemon(addr, token, ca, timeout) as c:
+        st: pb.Status = c.stub.GetStatus(pb.GetStatusRequest(), timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(st)
+        return
+    out = console()
+    out.print(
+        f"gpucap {st.version} at {addr}: up {_duration(st.uptime_s)}, "
+        f"{st.customers} customers, {st.models} models, {st.pools} pools, "
+        f"nodes: {_by_state(st.nodes_by_state)}"
+    )
+    table = Table("JOB", "LAST TICK", "DURATION", "RUNS", "FAILURES", "LAST ERROR")
+    for j in st.jobs:
+        table.add_row(
+            j.job,
+            _when(j.last_started_at),
+            f"{j.last_duration_s * 1000:.0f} ms",
+            str(j.runs),
+            str(j.failures),
+            j.last_error or "-",
+            style="red" if j.last_error else None,
+        )
+    if not st.jobs:
+        table.add_row("(no job has ticked yet)", "", "", "", "", "")
+    out.print(table)
+
+
+def models(
+    customer: CustomerOption = None,
+    include_deleted: Annotated[
+        bool, typer.Option("--all", "-a", help="Include deleted models (still draining).")
+    ] = False,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ListModelsResponse = c.stub.ListModels(
+            pb.ListModelsRequest(customer=customer or "", include_deleted=include_deleted),
+            timeout=c.timeout,
+        )
+    if output == Output.JSON:
+        print_json(resp)
+        return
+    table = Table(
+        "CUSTOMER",
+        "MODEL",
+        "SOURCE",
+        "DESIRED",
+        "READY",
+        "STARTING",
+        "PROVISIONING",
+        "DRAINING",
+        "MIN..MAX",
+        "OVERRIDE",
+        "REASON",
+    )
+    for m in resp.models:
+        override = []
+        if m.HasField("pinned_replicas"):
+            override.append(f"pinned={m.pinned_replicas}")
+        if m.paused:
+            override.append("paused")
+        if m.HasField("deleted_at"):
+            override.append("deleted")
+        table.add_row(
+            m.customer,
+            m.name,
+            m.source,
+            str(m.desired_replicas),
+            str(m.ready_replicas),
+            str(m.starting_replicas),
+            str(m.provisioning_replicas),
+            str(m.draining_replicas),
+            f"{m.spec.min_replicas}..{m.spec.max_replicas}",
+            " ".join(override) or "-",
+            m.reason or "-",
+        )
+    console().print(table)
+
+
+def nodes(
+    customer: CustomerOption = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Only this model.")] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", "-s", help="Only nodes in this state (repeatable)."),
+    ] = None,
+    pool: Annotated[str | None, typer.Option("--pool", help="Only this pool id.")] = None,
+    include_terminal: Annotated[
+        bool, typer.Option("--all", "-a", help="Include terminated and failed nodes.")
+    ] = False,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    request = pb.ListNodesRequest(
+        customer=customer or "",
+        model=model or "",
+        states=state or [],
+        pool_id=pool or "",
+        include_terminal=include_terminal,
+    )
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ListNodesResponse = c.stub.ListNodes(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(resp)
+        return
+    now = datetime.now(UTC)
+    table = Table(
+        "NODE",
+        "CUSTOMER",
+        "MODEL",
+        "CLOUD",
+        "REGION",
+        "ZONE",
+        "INSTANCE TYPE",
+        "INSTANCE ID",
+        "STATE",
+        "SINCE",
+        "ERROR",
+    )
+    for n in resp.nodes:
+        since = getattr(n, f"{n.state}_at", None) if n.state else None
+        table.add_row(
+            n.id,
+            n.customer,
+            n.model or "-",
+            n.cloud,
+            n.region,
+            n.zone or "-",
+            n.instance_type,
+            n.instance_id or "-",
+            n.state,
+            _when(since, now) if isinstance(since, Timestamp) else "-",
+            n.error or "-",
+            style="red" if n.state == "failed" else None,
+        )
+    console().print(table)
+
+
+def pools(
+    customer: CustomerOption = None,
+    cloud: Annotated[str | None, typer.Option("--cloud", help="Only aws, gcp or oci.")] = None,
+    include_inactive: Annotated[
+        bool, typer.Option("--all", "-a", help="Include pools the policy no longer allows.")
+    ] = False,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    request = pb.ListPoolsRequest(
+        customer=customer or "", cloud=cloud or "", include_inactive=include_inactive
+    )
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ListPoolsResponse = c.stub.ListPools(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(resp)
+        return
+    table = Table(
+        "POOL",
+        "CLOUD",
+        "REGION",
+        "INSTANCE TYPE",
+        "SHAPE",
+        "TIER",
+        "$/NODE-H",
+        "COMMITTED",
+        "STATUS",
+        "NODES",
+    )
+    now = datetime.now(UTC)
+    for p in resp.pools:
+        flags = []
+        if p.cordoned:
+            flags.append("cordoned")
+        if p.HasField("unavailable_until") and p.unavailable_until.ToDatetime(tzinfo=UTC) > now:
+            until = p.unavailable_until.ToDatetime(tzinfo=UTC).strftime("%H:%M:%S")
+            flags.append(f"unavailable until {until}: {p.unavailable_reason}")
+        if not p.active:
+            flags.append("inactive")
+        table.add_row(
+            p.id,
+            p.cloud,
+            p.region,
+            p.instance_type,
+            p.gpu_shape,
+            p.tier,
+            f"{p.price_usd_per_hour:.2f}",
+            str(p.committed),
+            ", ".join(flags) or "ok",
+            _by_state(p.nodes_by_state),
+            style="yellow" if flags else None,
+        )
+    console().print(table)
+
+
+def events(
+    customer: CustomerOption = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Only this model.")] = None,
+    since: Annotated[
+        int, typer.Option("--since", min=0, help="Only events after this event id.")
+    ] = 0,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 50,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep streaming new events (Ctrl-C stops).")
+    ] = False,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    if follow:
+        _follow(customer, model, since, limit, addr, token, ca, output, timeout)
+        return
+    request = pb.ListEventsRequest(
+        since_id=since, limit=limit, customer=customer or "", model=model or ""
+    )
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ListEventsResponse = c.stub.ListEvents(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(resp)
+        return
+    table = Table("ID", "TIME", "SEVERITY", "KIND", "CUSTOMER", "MODEL", "MESSAGE")
+    for e in resp.events:
+        table.add_row(*_event_row(e), style=_SEVERITY_STYLE.get(e.severity))
+    console().print(table)
+
+
+_SEVERITY_STYLE = {"warning": "yellow", "error": "red"}
+
+
+def _event_row(e: pb.Event) -> tuple[str, ...]:
+    at = e.at.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return (str(e.id), at, e.severity, e.kind, e.customer or "-", e.model or "-", e.message)
+
+
+def _follow(
+    customer: str | None,
+    model: str | None,
+    since: int,
+    limit: int,
+    addr: str,
+    token: str | None,
+    ca: Path | None,
+    output: Output,
+    timeout: float,
+) -> None:
+    """One line per event (JSON Lines with ``--output json``) as they happen."""
+    request = pb.StreamEventsRequest(
+        since_id=since, tail=0 if since else limit, customer=customer or "", model=model or ""
+    )
+    out = console()
+    try:
+        with daemon(addr, token, ca, timeout) as c:
+            # Fail fast when the daemon is down, instead of waiting on the stream forever.
+            grpc.channel_ready_future(c.channel).result(timeout=timeout)
+            for e in c.stream_events(request):
+                if output == Output.JSON:
+                    typer.echo(json.dumps(to_dict(e)))
+                else:
+                    out.print(
+                        "  ".join(_event_row(e)),
+                        style=_SEVERITY_STYLE.get(e.severity),
+                        markup=False,
+                        highlight=False,
+                    )
+    except grpc.FutureTimeoutError:
+        fail(
+            f"cannot reach the gpucap daemon at {addr}: is `gpucap daemon` running?",
+            EXIT_UNREACHABLE,
+        )
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None

@@ -1,0 +1,137 @@
+"""What every daemon-talking CLI command shares: the connection options (``--addr``,
+``--token``, ``--ca`` and their environment variables), ``--output table|json``, and turning
+a failed call into a one-line error and a non-zero exit instead of a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import grpc
+import typer
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from rich.console import Console
+
+from controlplane.grpc.client import ControlPlaneClient, error_details, format_problem
+from controlplane.grpc.server import DEFAULT_ADDR
+
+ADDR_ENV = "GPUCAP_ADDR"
+TOKEN_ENV = "GPUCAP_TOKEN"
+CA_ENV = "GPUCAP_CA"
+
+# Exit codes: 1 the daemon rejected the request, 2 usage (typer's), 3 daemon unreachable.
+EXIT_REJECTED = 1
+EXIT_UNREACHABLE = 3
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+AddrOption = Annotated[
+    str,
+    typer.Option("--addr", envvar=ADDR_ENV, help="Daemon gRPC address (host:port)."),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=TOKEN_ENV,
+        show_default=False,
+        help="API token, when the daemon requires one (sent as a bearer token).",
+    ),
+]
+CaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca",
+        envvar=CA_ENV,
+        show_default=False,
+        exists=True,
+        dir_okay=False,
+        help="CA certificate (PEM) that signed the daemon's TLS certificate; enables TLS.",
+    ),
+]
+OutputOption = Annotated[
+    Output, typer.Option("--output", "-o", help="Human table, or JSON for machines.")
+]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the daemon.")
+]
+DEFAULT_TIMEOUT_S = 10.0
+
+__all__ = ["DEFAULT_ADDR"]
+
+
+def console() -> Console:
+    """A console on the current stdout; wide when not a terminal, so piped tables are not
+    truncated."""
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def fail(message: str, code: int = EXIT_REJECTED) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def daemon(
+    addr: str, token: str | None, ca: Path | None, timeout: float = DEFAULT_TIMEOUT_S
+) -> Iterator[ControlPlaneClient]:
+    """A connected client; any failed call exits with a clear message, never a traceback."""
+    try:
+        client = ControlPlaneClient(addr, token=token, ca_file=ca, timeout=timeout)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot connect to {addr}: {exc}", EXIT_UNREACHABLE)
+    try:
+        yield client
+    except grpc.RpcError as exc:
+        explain(exc, addr)
+    finally:
+        client.close()
+
+
+def explain(exc: grpc.RpcError, addr: str) -> NoReturn:
+    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    detail = (exc.details() if isinstance(exc, grpc.Call) else None) or str(exc)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        fail(
+            f"cannot reach the gpucap daemon at {addr} ({code.name.lower()}): is "
+            f"`gpucap daemon` running? (set --addr or ${ADDR_ENV})",
+            EXIT_UNREACHABLE,
+        )
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        fail(f"the daemon at {addr} refused the token: set --token or ${TOKEN_ENV}")
+    details = error_details(exc)
+    if details.policy_problems:
+        for p in details.policy_problems:
+            typer.echo(format_problem(p), err=True)
+        n = len(details.policy_problems)
+        fail(f"policy rejected by the daemon ({n} problem{'s' if n != 1 else ''})")
+    if details.field_violations:
+        for field, reason in details.field_violations:
+            typer.echo(f"{field}: {reason}", err=True)
+        fail("invalid request")
+    fail(f"{code.name.lower().replace('_', ' ')}: {detail}")
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    return MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def print_json(message: Message | dict[str, Any] | list[Any]) -> None:
+    data = to_dict(message) if isinstance(message, Message) else message
+    typer.echo(json.dumps(data, indent=2, sort_keys=False))
