@@ -65,6 +65,9 @@ class FaultInjector:
     # customer's trust policy: role ARN -> the ExternalId its condition requires.
     trust: dict[str, str] = field(default_factory=dict)
     assume_role_calls: list[dict[str, str]] = field(default_factory=list)  # no secrets in it
+    # The last request body per Action, for fields moto accepts but ignores (e.g. a
+    # capacity reservation target). Query forms carry no credentials (those are headers).
+    last_form: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # Secret values the emulator handed out (assumed-role keys and tokens), so the hygiene
     # tests can grep logs and the database for them.
     issued_secrets: list[str] = field(default_factory=list)
@@ -80,6 +83,7 @@ class FaultInjector:
             self.trust.clear()
             self.assume_role_calls.clear()
             self.issued_secrets.clear()
+            self.last_form.clear()
 
     def check_trust(self, form: dict[str, list[str]]) -> FaultRule | None:
         call = {k: form.get(k, [""])[0] for k in ("RoleArn", "RoleSessionName", "ExternalId")}
@@ -163,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             form = parse_qs(body.decode("utf-8", "replace"))
             action = form.get("Action", [""])[0]
             zone = form.get("Placement.AvailabilityZone", [None])[0]
+            with self.server.faults.lock:
+                self.server.faults.last_form[action] = form
         rule = self.server.faults.take(action, zone) if action else None
         if rule is None and action == "AssumeRole":
             rule = self.server.faults.check_trust(form)
