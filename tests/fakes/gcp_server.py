@@ -420,7 +420,9 @@ class FakeGcp:
                 "forbidden",
             )
 
-    def _op_fault(self, fault: Fault, project: str, zone: str, mtype: str) -> tuple[dict, int]:
+    def _op_fault(
+        self, fault: Fault, project: str, zone: str, mtype: str
+    ) -> tuple[dict, int | None]:
         """An operation ``error`` and its ``httpErrorStatusCode`` for an async fault."""
         region = self.zone_region.get(zone, "")
         pool_msg = (
@@ -485,7 +487,9 @@ class FakeGcp:
             }, 403
         if fault.kind.startswith("op:"):
             code = fault.kind[3:]
-            return {"errors": [{"code": code, "message": f"{code} (injected)"}]}, 400
+            # No httpErrorStatusCode: the case where ExtendedOperation.result() stays silent
+            # (clouds.md §E.2 pitfall 3); only a check of ``error`` catches it.
+            return {"errors": [{"code": code, "message": f"{code} (injected)"}]}, None
         raise ValueError(f"not an operation fault: {fault.kind}")
 
     # -- helpers --------------------------------------------------------------------------
@@ -822,7 +826,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None and (fault.kind in ASYNC_FAULTS or fault.kind.startswith("op:")):
                 op.error, op.http_status = fake._op_fault(fault, project, zone, mtype)
                 op.http_message = {503: "SERVICE UNAVAILABLE", 403: "FORBIDDEN"}.get(
-                    op.http_status or 0, "BAD REQUEST"
+                    op.http_status or 0, ""
                 )
                 return 200, op.to_json(self.base)
             inst = self._instance_resource(project, zone, name, iid, body)
