@@ -283,13 +283,12 @@ def demo_wiring(state_dir: Path) -> Wiring:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(f"{db}{suffix}")
-    world = SimCloud(timings=SimTimings(boot_s=3.0, serve_s=5.0, terminate_s=1.0))
-    # Small AWS pools so bursts spill over to GCP and shared OCI, as real stockouts do.
-    world.set_capacity(Cloud.AWS, "us-east-1", "p5.48xlarge", 2)
-    world.set_capacity(Cloud.AWS, "us-west-2", "p5.48xlarge", 1)
-    world.set_capacity(Cloud.AWS, "us-east-1", "p5e.48xlarge", 1)
-    world.set_capacity(Cloud.AWS, "us-west-2", "p5e.48xlarge", 0)
-    world.set_capacity(Cloud.GCP, "us-central1", "a3-ultragpu-8g", 2)
+    # Small pools, so bursts spill from the customer's AWS to its GCP and then to shared
+    # OCI, as real stockouts make them do.
+    world = SimCloud(
+        timings=SimTimings(boot_s=3.0, serve_s=5.0, terminate_s=1.0), default_capacity=2
+    )
+    world.set_capacity(Cloud.AWS, "us-east-1", "p5.4xlarge", 8)
     policy = resources.files("controlplane.demo").joinpath("policy.yaml").read_text()
     tuning = replace(
         Tuning(),

@@ -57,8 +57,10 @@ class SyntheticTraffic:
     seed: int = 7
     _queue: dict[ModelKey, float] = field(default_factory=dict)
     _last: float | None = None
+    _start: float | None = None
 
     def rate(self, key: ModelKey, t: float) -> float:
+        """Requests/s at ``t`` seconds after the first collection."""
         shape = self.shapes[key]
         # Each model's bursts are offset by a seeded phase so they do not all coincide.
         phase = random.Random(f"{self.seed}:{key}").uniform(0, shape.burst_every_s / 2)
@@ -72,12 +74,14 @@ class SyntheticTraffic:
     ) -> dict[ModelKey, MetricsSample | None]:
         dt = 1.0 if self._last is None else max(1e-3, now - self._last)
         self._last = now
+        if self._start is None:
+            self._start = now
         out: dict[ModelKey, MetricsSample | None] = {}
         for key, shape in self.shapes.items():
             cap = capacity.get(key)
             if cap is None:
                 continue
-            rate = self.rate(key, now)
+            rate = self.rate(key, now - self._start)
             slots = cap.ready_replicas * cap.slots_per_replica
             offered = rate * shape.service_s + self._queue.get(key, 0.0)  # Little's law
             in_flight = min(offered, slots)

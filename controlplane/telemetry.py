@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 def configure_logging(level: str = "info", json: bool = True) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper())
+    # APScheduler logs every run at INFO; our own job metrics and logs say what matters.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     )
