@@ -7,6 +7,7 @@ when someone changes ``controlplane/store/models.py`` without writing a migratio
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, String, inspect, select, text
@@ -25,7 +27,15 @@ from typer.testing import CliRunner
 from controlplane import settings
 from controlplane.cli.main import app
 from controlplane.store.db import Store, make_engine
-from controlplane.store.migrate import current, downgrade, head, is_at_head, upgrade
+from controlplane.store.migrate import (
+    MIGRATIONS_DIR,
+    alembic_config,
+    current,
+    downgrade,
+    head,
+    is_at_head,
+    upgrade,
+)
 from controlplane.store.models import Base, Customer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,6 +147,47 @@ def test_schema_comparison_sees_a_model_change_without_migration(db_url: str) ->
     retyped = [d[0] for d in diffs if isinstance(d, list) and d[0][0] == "modify_type"]
     assert [(d[2], d[3]) for d in retyped] == [("pools", "region")]
     assert len(diffs) == 2
+
+
+FAILING_REVISION = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002_fails"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.create_table("half_done", sa.Column("id", sa.Integer, primary_key=True))
+    op.add_column("events", sa.Column("half_done_id", sa.Integer, nullable=True))
+    raise RuntimeError("migration failed halfway")
+
+
+def downgrade():
+    pass
+"""
+
+
+def test_a_migration_that_fails_halfway_leaves_the_schema_as_it_was(
+    db_url: str, tmp_path: Path
+) -> None:
+    """DDL runs in one transaction on both backends, so a failing (or killed) upgrade
+    cannot leave a half-migrated database behind."""
+    scripts = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / "0002_fails.py").write_text(FAILING_REVISION)
+    cfg = alembic_config(db_url)
+    cfg.set_main_option("script_location", str(scripts))
+
+    upgrade(db_url, "0001")
+    with pytest.raises(RuntimeError, match="failed halfway"):
+        command.upgrade(cfg, "0002_fails")
+
+    assert current(db_url) == "0001"
+    assert _tables(db_url) == MODEL_TABLES | {"alembic_version"}
+    assert _diff(db_url, Base.metadata) == []  # events has no half_done_id column
 
 
 def test_concurrent_upgrades_of_one_database_all_succeed(db_url: str) -> None:
