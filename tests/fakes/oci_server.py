@@ -239,7 +239,7 @@ class FakeOci:
         self._pending_copies: dict[str, Callable[[], None]] = {}
         self._tokens: dict[tuple[str, str, str, str], tuple[Any, int, Any, dict[str, str]]] = {}
         self._faults: list[Fault] = []
-        self._drop: dict[str, int] = {}
+        self._drop: dict[str, list[int]] = {}  # operation -> requests to let through first
         # (region, AD name suffix "AD-n", shape) -> free hosts. Default: H100 in every AD,
         # H200 only in AD-1, so offerings have an unavailable (not offered) case.
         self._hosts: dict[tuple[str, str, str], int] = {}
@@ -265,7 +265,9 @@ class FakeOci:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
         return self
 
@@ -365,11 +367,17 @@ class FakeOci:
                 )
             )
 
-    def drop_next_response(self, operation: str = "LaunchInstance") -> None:
-        """The next ``operation`` succeeds here, but the connection is closed before the
-        response is written (a crash or network loss after the cloud acted)."""
+    def drop_next_response(self, operation: str = "LaunchInstance", *, skip: int = 0) -> None:
+        """After letting ``skip`` requests of ``operation`` through, the next one succeeds here
+        but the connection is closed before the response is written (a crash or network
+        loss after the cloud acted)."""
         with self._lock:
-            self._drop[operation] = self._drop.get(operation, 0) + 1
+            self._drop.setdefault(operation, []).append(skip)
+
+    def expire_retry_tokens(self) -> None:
+        """What 24 hours do (clouds.md §A.5): every opc-retry-token is forgotten."""
+        with self._lock:
+            self._tokens.clear()
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -433,10 +441,14 @@ class FakeOci:
 
     def _take_drop(self, operation: str) -> bool:
         with self._lock:
-            if self._drop.get(operation, 0) > 0:
-                self._drop[operation] -= 1
-                return True
-            return False
+            queue = self._drop.get(operation)
+            if not queue:
+                return False
+            if queue[0] > 0:
+                queue[0] -= 1
+                return False
+            queue.pop(0)
+            return True
 
 
 def _ad_suffix(ad: str) -> str:
