@@ -68,11 +68,20 @@ def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, Comment
         line = mark.line + 1 if mark is not None else None
         col = mark.column + 1 if mark is not None else None
         reason = f"YAML syntax error: {exc.problem or exc.context}"
+        start = exc.context_mark
+        # e.g. an unclosed '[' is only noticed lines later: also say where it was opened.
+        if exc.problem and exc.context and start and mark and start.line != mark.line:
+            reason += f" ({exc.context} started at line {start.line + 1})"
         raise PolicyError([Problem((), reason, file=source, line=line, column=col)]) from exc
     except Exception as exc:  # ruamel raises a few unmarked errors (e.g. duplicate anchors)
         raise PolicyError([Problem((), f"YAML error: {exc}", file=source)]) from exc
     if not isinstance(doc, CommentedMap):
-        kind = "empty" if doc is None else type(doc).__name__
+        if doc is None:
+            kind = "an empty document"
+        elif isinstance(doc, CommentedSeq):
+            kind = "a list"
+        else:  # a lone scalar; say which YAML type it parsed as, not ruamel's class name
+            kind = f"a single value ({type(doc).__name__})"
         raise PolicyError([Problem((), f"expected a mapping at top level, got {kind}", source, 1)])
     try:
         return model.model_validate(_plain(doc)), doc
@@ -94,6 +103,9 @@ def problems_from_validation_error(exc: ValidationError) -> list[Problem]:
     return [_from_pydantic(e) for e in exc.errors()]
 
 
+_NO_ECHO = ("model_type", "dict_type", "list_type")
+
+
 def _from_pydantic(err: Any) -> Problem:
     loc = tuple(err["loc"])
     # Drop pydantic's union/discriminator tags ("function-after[...]" etc.) from the path.
@@ -112,8 +124,10 @@ def _from_pydantic(err: Any) -> Problem:
     else:
         msg = str(err["msg"])
         reason = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
-        if "input" in err and kind not in ("model_type", "dict_type", "list_type"):
-            reason += f" (got {err['input']!r})"
+        shown = repr(err.get("input"))
+        # Skip the echo when the validator's message already quotes the value.
+        if "input" in err and kind not in _NO_ECHO and shown not in reason:
+            reason += f" (got {shown})"
     return Problem(path, reason)
 
 
