@@ -21,7 +21,10 @@ reader's seed). Rules every autoscaler shares, only the decision logic differs:
   sample of the waiting request (Knative's activator poke, autoscalers.md §1.1); the others
   resume at their next own tick after it and see it through their metric lag.
 - Every model starts warm with enough ready replicas for its first 10 minutes of load at its
-  target utilization (same for every autoscaler; the replay does not open on a cold start).
+  target utilization (same for every autoscaler; the replay does not open on a cold start),
+  and a warm-up prefix (``measure_from_s``, see ``setup``) fills the system and the
+  autoscalers' windows before anything is measured: requests, GPU time, cold starts and
+  scale events before it are not counted.
 
 Hot path: per request, one heap operation on the model's slot heap and one list append;
 metrics are computed per scrape bin in numpy (``metrics.LoadMeter``).
@@ -71,6 +74,7 @@ class ModelRun:
     usd_per_replica_hour: float
     spec: ScalingSpec
     initial_replicas: int = 0
+    measured_from: int = 0  # requests before this index are warm-up, not counted
 
     def __post_init__(self) -> None:
         if self.arrivals.shape != self.service_s.shape:
@@ -179,6 +183,7 @@ class Engine:
         wake_lead_s: float | Callable[[str], float] = 0.0,
         knob: float | None = None,
         name: str | None = None,
+        measure_from_s: float = 0.0,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
@@ -188,6 +193,7 @@ class Engine:
         self.lag = max(0.0, metric_lag_s)
         self.dt = scrape_interval_s
         self.end_s = end_s
+        self.t0 = measure_from_s  # warm-up before this: not charged, not counted
         self.knob = knob
         self.name = name or autoscaler.name
         self._wake_lead = wake_lead_s
@@ -249,7 +255,7 @@ class Engine:
         outcomes = {ms.run.name: self._finish(ms) for ms in self._models}
         if progress is not None:
             progress(1.0)
-        return RunOutcome(self.name, self.knob, end, outcomes)
+        return RunOutcome(self.name, self.knob, end - self.t0, outcomes)
 
     # ------------------------------------------------------------------ hot path
 
@@ -286,7 +292,8 @@ class Engine:
             if got is None:
                 return False
             grant = got
-            ms.cold_starts += 1
+            if now >= self.t0:
+                ms.cold_starts += 1
         rid = len(self._alive)
         self._alive.append(False)
         rep = _Replica(rid, grant, _PROVISIONING)
@@ -326,7 +333,8 @@ class Engine:
 
     def _release(self, ms: _Model, rep: _Replica, at: float) -> None:
         rep.state = _GONE
-        ms.replica_seconds += max(0.0, min(at, self.end_s) - rep.grant.requested_at)
+        charged_from = max(rep.grant.requested_at, self.t0)
+        ms.replica_seconds += max(0.0, min(at, self.end_s) - charged_from)
         if rep.grant.grant_id >= 0:
             self.capacity.release(rep.grant, at)
         del ms.replicas[rep.rid]
@@ -401,10 +409,10 @@ class Engine:
             for _ in range(desired - live):
                 if not self._add_replica(ms, now):
                     break
-            ms.scale_events += 1
+            ms.scale_events += now >= self.t0
         elif desired < live:
             self._remove(ms, live - desired, now)
-            ms.scale_events += 1
+            ms.scale_events += now >= self.t0
         self._record(ms, now, desired)
         if ms.live == 0 and queued == 0 and desired == 0:
             if ms.i < ms.n:  # asleep until the next request (minus the lead)
@@ -420,7 +428,7 @@ class Engine:
     def _record(self, ms: _Model, now: float, desired: int | None) -> None:
         last = ms.timeline[-1] if ms.timeline else None
         d = desired if desired is not None else (last.desired if last else ms.live)
-        point = TimelinePoint(now, d, len(ms.serving), ms.live)
+        point = TimelinePoint(now - self.t0, d, len(ms.serving), ms.live)
         if last is None or (last.desired, last.ready, last.live) != (d, point.ready, point.live):
             ms.timeline.append(point)
 
@@ -437,15 +445,16 @@ class Engine:
         waits = np.empty(ms.n)
         waits[:served] = started - run.arrivals[:served]
         waits[served:] = np.maximum(end - run.arrivals[served:], 0.0)
-        met = int(np.count_nonzero(waits[:served] <= run.slo_s + 1e-9))
+        first = min(run.measured_from, ms.n)
+        met = int(np.count_nonzero(waits[first:served] <= run.slo_s + 1e-9))
         hours = ms.replica_seconds / 3600.0
         self._record(ms, end, None)
         return ModelOutcome(
             model=run.name,
-            requests=ms.n,
+            requests=ms.n - first,
             met_slo=met,
-            unserved=ms.n - served,
-            waits=waits,
+            unserved=ms.n - max(served, first),
+            waits=waits[first:],
             gpu_hours=hours * run.gpus_per_replica,
             cost_usd=hours * run.usd_per_replica_hour,
             cold_starts=ms.cold_starts,

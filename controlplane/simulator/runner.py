@@ -17,7 +17,7 @@ from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
 from controlplane.simulator.oracle import HEADROOM_SWEEP, ORACLE_TICK_S, OracleAutoscaler
-from controlplane.simulator.setup import build_runs
+from controlplane.simulator.setup import auto_warmup_s, build_runs
 from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
 
@@ -50,10 +50,12 @@ class SweepResult:
 class Simulation:
     """One fleet + one trace, ready to replay under any autoscaler and knob."""
 
-    def __init__(self, fleet: Fleet, trace: Trace) -> None:
+    def __init__(self, fleet: Fleet, trace: Trace, warmup_s: float | None = None) -> None:
         self.fleet = fleet
         self.trace = trace
-        self.runs, capacity = build_runs(fleet, trace)
+        self.warmup_s = auto_warmup_s(fleet, trace) if warmup_s is None else warmup_s
+        self.end_s = self.warmup_s + trace.end_s  # on the engine's clock
+        self.runs, capacity = build_runs(fleet, trace, warmup_s=self.warmup_s)
         self._phases = {r.name: fleet.coldstart_for(_spec(fleet, r.name)) for r in self.runs}
         self.cold_start_s = {name: capacity.expected_cold_start_s(name) for name in self._phases}
 
@@ -80,16 +82,17 @@ class Simulation:
     ) -> RunOutcome:
         """One replay. ``knob``: the oracle's headroom, or for the others a fraction of one
         replica's capacity given to their knob (None: the fleet's target utilization)."""
+        started = time.perf_counter()
         capacity = ColdStartCapacity(self._phases)
         runs = self.runs
         scrape = self.fleet.scrape_interval_s
         if name == ORACLE:
             headroom = 1.0 if knob is None else knob
-            oracle = OracleAutoscaler.plan(runs, self.trace.end_s, self.cold_start_s, headroom)
+            oracle = OracleAutoscaler.plan(runs, self.end_s, self.cold_start_s, headroom)
             lead = dict(self.cold_start_s)
             engine = Engine(
                 runs,
-                self.trace.end_s,
+                self.end_s,
                 oracle,
                 capacity,
                 tick_s=ORACLE_TICK_S,
@@ -100,6 +103,7 @@ class Simulation:
                 wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
                 knob=headroom,
                 name=name,
+                measure_from_s=self.warmup_s,
             )
         else:
             auto: TimedAutoscaler = REGISTRY[name]()
@@ -107,7 +111,7 @@ class Simulation:
                 runs = [_with_knob(auto, r, knob) for r in runs]
             engine = Engine(
                 runs,
-                self.trace.end_s,
+                self.end_s,
                 auto,
                 capacity,
                 tick_s=auto.tick_s,
@@ -117,8 +121,8 @@ class Simulation:
                 wakes_on_arrival=auto.wakes_on_arrival,
                 knob=knob if knob is not None else self.default_knob(name),
                 name=name,
+                measure_from_s=self.warmup_s,
             )
-        started = time.perf_counter()
         outcome = engine.run(progress)
         outcome.wall_s = time.perf_counter() - started
         return outcome

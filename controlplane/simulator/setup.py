@@ -57,15 +57,50 @@ def service_times(spec: ModelSpec, trace: ModelTrace) -> tuple[np.ndarray, np.nd
     return fallback.astype(np.float64), out_tokens
 
 
+def auto_warmup_s(fleet: Fleet, trace: Trace) -> float:
+    """Long enough for a replica requested at the start to be ready, plus 5 minutes of
+    windows (the longest peer window in autoscalers.md is HPA's 300 s stabilization)."""
+    longest = 0.0
+    for name in trace.models:
+        spec = fleet.model(name)
+        if spec is not None:
+            longest = max(longest, fleet.coldstart_for(spec).total_s)
+    return longest + 300.0
+
+
+def with_warmup(trace: ModelTrace, warmup_s: float) -> tuple[ModelTrace, int]:
+    """The trace's first ``warmup_s`` seconds replayed once before it (the same requests,
+    shifted), so that the measured replay opens on a running system: requests in flight,
+    queues and autoscaler windows as they would be, not empty. Returns the trace on the
+    shifted clock and the index of its first measured request."""
+    if warmup_s <= 0:
+        return trace, 0
+    k = int(np.searchsorted(trace.arrivals, warmup_s, "left"))
+
+    def cat(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else np.concatenate([a[:k], a])
+
+    shifted = ModelTrace(
+        trace.model,
+        np.concatenate([trace.arrivals[:k], trace.arrivals + warmup_s]),
+        cat(trace.input_tokens),
+        cat(trace.output_tokens),
+        cat(trace.service_s),
+        trace.source,
+    )
+    return shifted, k
+
+
 def build_runs(
-    fleet: Fleet, trace: Trace, utilization: float | None = None
+    fleet: Fleet, trace: Trace, utilization: float | None = None, warmup_s: float = 0.0
 ) -> tuple[list[ModelRun], ColdStartCapacity]:
     """Engine inputs for every trace model. ``utilization`` overrides each model's target
-    utilization (the knob most autoscalers sweep); None keeps the fleet's."""
+    utilization (the knob most autoscalers sweep); None keeps the fleet's. With a warm-up,
+    the engine's clock measures from ``warmup_s`` (see :func:`with_warmup`)."""
     runs: list[ModelRun] = []
     phases: dict[str, ColdStartPhases] = {}
     for name in sorted(trace.models):
-        mt = trace.models[name]
+        mt, first = with_warmup(trace.models[name], warmup_s)
         spec = fleet.model(name)
         if spec is None:
             known = ", ".join(m.name for m in fleet.models)
@@ -87,6 +122,7 @@ def build_runs(
                 usd_per_replica_hour=spec.usd_per_replica_hour,
                 spec=scaling_spec(spec, utilization, mean_service_s=float(svc.mean())),
                 initial_replicas=warm_replicas(spec, mt.arrivals, svc),
+                measured_from=first,
             )
         )
     return runs, ColdStartCapacity(phases)
