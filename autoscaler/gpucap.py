@@ -31,12 +31,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler import forecast
-from autoscaler.types import AutoscalerInput, Decision, Knob, MetricsWindow, NoData, State
+from autoscaler.types import (
+    AutoscalerInput,
+    Decision,
+    Knob,
+    MetricsSample,
+    MetricsWindow,
+    NoData,
+    State,
+)
 from autoscaler.window import mean_arrival_rate, mean_metric, recent, scrape_interval
 
-DOWN_HYSTERESIS = 0.1  # scale down to n only if the load fits in n x target x (1 - 0.1)
-BURST_SIGMAS = 3.0  # the short-window rate must beat the stable one by 3 Poisson sigmas
-SPREAD_SIGMAS = 1.0  # margin over the forecast, in units of the rate's learned spread
+QUEUE_FREE = forecast.QUEUE_FREE  # mean waiting requests below which a sample is unqueued
+TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
+MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
 
 
 @dataclass(frozen=True)
@@ -82,23 +90,31 @@ class GpucapAutoscaler:
         cost = self._cost(model, rate_s, observed, spec.mean_service_s, spec.metric)
         target = max(spec.target_per_replica, 1e-9)
 
-        # 4. Look ahead by the cold start (plus one tick until the next decision).
+        # 3. The load to cover: the peak of the offered load over the stable window.
+        peak = self._peak_load(stable, cost, spec.metric, step)
+
+        # 4. Look ahead by the cold start (plus one tick until the next decision): scale the
+        # observed peak by the forecast growth of the arrival rate over that horizon.
         horizon = max(0.0, inp.cold_start_s) + self.tick_s
-        base = max(rate_s, model.level or 0.0) if model.level is not None else rate_s
-        ahead = base + max(0.0, model.trend) * horizon
+        base = max(rate_s, model.level or 0.0)
+        # A damped trend: extrapolated at most TREND_HORIZON_S, and only the part of the
+        # projected rise that stands out of the rate's own noise.
+        rise = max(0.0, model.trend) * min(horizon, TREND_HORIZON_S) - model.spread
+        ahead = base + max(0.0, rise)
         season = model.season_peak_ratio(now, horizon)
         if season is not None:
             ahead = max(ahead, base * season)
-        peak_rate = ahead + SPREAD_SIGMAS * model.spread
-        need_f = self._replicas(peak_rate * cost, target) if cost is not None else 0
-        if cost is None and observed is not None:
-            need_f = self._replicas(observed, target)  # no cost learned yet: use the metric
+        growth = min(MAX_GROWTH, ahead / base) if base > 0 else 1.0
+        need_f = self._replicas(peak * growth, target)
 
-        # 5. Burst fast path: a significant step in the short-window rate.
-        need_b = 0
-        noise = math.sqrt(max(rate_s, 1e-9) / max(spec.burst_window_s, step))
-        if cost is not None and rate_b > rate_s + BURST_SIGMAS * noise:
-            need_b = self._replicas(rate_b * cost, target)
+        # 5. Burst fast path: the short window's requests in the system (Knative's panic
+        # signal) when they exceed what every live replica, starting ones included, carries
+        # at target. While capacity is on its way the waiting queue is left out: it is the
+        # backlog that capacity will drain, and counting it again is the panic overshoot.
+        starting = live > inp.replicas.ready
+        in_system = [s.in_flight + (0.0 if starting else s.queue_depth) for s in burst]
+        burst_load = sum(in_system) / len(in_system)
+        need_b = self._replicas(burst_load, target) if burst_load > live * target else 0
         need = max(need_f, need_b)
         reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
 
@@ -111,15 +127,16 @@ class GpucapAutoscaler:
             if idle_for < spec.scale_to_zero_grace_s:
                 need = 1
 
-        desired, reason = self._smooth(st, inp, prev, need, reason, cost, peak_rate, target)
+        desired, reason = self._smooth(st, inp, prev, need, reason)
         desired = max(spec.min_replicas, min(spec.max_replicas, desired))
         if desired == 0 and live > 0:
             reason = "scale_to_zero"
         st["desired"] = desired
         detail = (
             f"rate {rate_s:.2f}/s (burst {rate_b:.2f}/s), per-request cost "
-            f"{cost if cost is None else round(cost, 3)}, peak over {horizon:.0f} s "
-            f"{peak_rate:.2f}/s -> need {need} at {target:g}/replica; live {live} "
+            f"{cost if cost is None else round(cost, 3)}, peak load {peak:.1f} x forecast "
+            f"growth {growth:.2f} over {horizon:.0f} s -> need {need} at {target:g}/replica; "
+            f"live {live} "
             f"(ready {inp.replicas.ready})"
         )
         return Decision(desired, reason, detail), st
@@ -145,6 +162,30 @@ class GpucapAutoscaler:
         return None
 
     @staticmethod
+    def _peak_load(
+        samples: tuple[MetricsSample, ...], cost: float | None, metric: str, step: float
+    ) -> float:
+        """The largest offered load among the samples, in metric units. Where requests did
+        not queue, the sample's own metric is the offered load. Where they queued, the
+        metric is capped by the capacity and the queue holds a backlog that is not demand
+        for more replicas (it drains once capacity arrives; counting it is the Knative panic
+        overshoot), so the offered load is estimated from arrivals: the requests that
+        arrived within one service time (concurrency), or the rate times the per-request
+        cost (tokens/s)."""
+        best = 0.0
+        span = 1
+        if metric == "concurrency" and cost is not None:
+            span = max(1, round(cost / step))
+        for i, s in enumerate(samples):
+            used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
+            load = used or 0.0
+            if s.queue_depth >= QUEUE_FREE and cost is not None:
+                recent_rates = [x.arrival_rate for x in samples[max(0, i - span + 1) : i + 1]]
+                load = max(load, sum(recent_rates) / len(recent_rates) * cost)
+            best = max(best, load)
+        return best
+
+    @staticmethod
     def _replicas(load: float, target: float) -> int:
         return math.ceil(load / target - 1e-9) if load > 0 else 0
 
@@ -155,23 +196,16 @@ class GpucapAutoscaler:
         prev: int,
         need: int,
         reason: str,
-        cost: float | None,
-        peak_rate: float,
-        target: float,
     ) -> tuple[int, str]:
         """Rate limits, the dip-holding max window and the hysteresis band."""
         spec, now, live = inp.spec, inp.now, inp.replicas.live
-        # Scale-down candidates must fit under the band: n x target x (1 - h) >= load.
-        if cost is not None and need > 0:
-            band = math.ceil(peak_rate * cost / (target * (1 - DOWN_HYSTERESIS)) - 1e-9)
-            need_down = max(need, band) if need < prev else need
-        else:
-            need_down = need
         # Dip window: the max of the needs over the last cold start (at least the policy's
         # scale-down delay). Kept as a decreasing deque of [t, need]: a few entries.
         hold_s = max(inp.cold_start_s, spec.scale_down_delay_s)
-        window = [e for e in st.get("dip", []) if e[0] > now - hold_s and e[1] > need_down]
-        window.append([now, need_down])
+        # A first decision (or one after a restart lost the state) never releases at once.
+        dip = st.get("dip", [[now, live]])
+        window = [e for e in dip if e[0] > now - hold_s and e[1] > need]
+        window.append([now, need])
         st["dip"] = window
         held = max(e[1] for e in window)
 

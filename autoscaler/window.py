@@ -13,10 +13,24 @@ from autoscaler.types import MetricsSample, MetricsWindow
 DEFAULT_INTERVAL_S = 1.0  # assumed scrape interval when a window holds a single sample
 
 
+def latest_t(window: MetricsWindow, now: float) -> float | None:
+    """Time of the newest sample at or before ``now`` (metrics arrive with a lag)."""
+    for s in reversed(window.samples):
+        if s.t <= now:
+            return s.t
+    return None
+
+
 def recent(window: MetricsWindow, now: float, length: float) -> tuple[MetricsSample, ...]:
-    """Samples with ``now - length < t <= now``, oldest first."""
-    lo = now - length
-    return tuple(s for s in window.samples if lo < s.t <= now)
+    """The last ``length`` seconds of data as of ``now``: samples with
+    ``end - length < t <= end``, where ``end`` is the newest sample at or before ``now``.
+    Windows end at the newest data, not at ``now``, so a metrics lag delays what a decider
+    sees without shortening its window (a peer averaging over 60 s still averages 60 s)."""
+    end = latest_t(window, now)
+    if end is None:
+        return ()
+    lo = end - length
+    return tuple(s for s in window.samples if lo < s.t <= end)
 
 
 def concurrency(sample: MetricsSample) -> float:
@@ -53,10 +67,14 @@ def scrape_interval(window: MetricsWindow) -> float:
 
 
 def request_count(window: MetricsWindow, now: float, length: float) -> float:
-    """Requests that arrived in ``(now - length, now]``: each sample's rate times the
-    interval it covers (the gap to the previous sample, the median gap for the first)."""
+    """Requests that arrived in the last ``length`` seconds of data (see :func:`recent`):
+    each sample's rate times the interval it covers (the gap to the previous sample, the
+    median gap for the first)."""
     step = scrape_interval(window)
-    lo = now - length
+    end = latest_t(window, now)
+    if end is None:
+        return 0.0
+    lo, now = end - length, end
     total = 0.0
     prev_t: float | None = None
     for s in window.samples:
