@@ -258,6 +258,7 @@ class ControlPlaneService:
             _sync_accounts(s, policy, self._external_ids)
             _sync_policy_models(s, policy, now)
             _sync_pools(s, policy, now)
+            _warn_unfit_api_models(s, policy, now)
             _event(
                 s,
                 now,
@@ -820,6 +821,26 @@ def _check_fits(policy: Policy, model: ModelSpec, api_models: list[ModelSpec]) -
             f"no account of customer {policy.customer} offers {shapes} in the model's allowed "
             "clouds and regions",
         )
+
+
+def _warn_unfit_api_models(s: Session, policy: Policy, now: datetime) -> None:
+    """A new policy may no longer allow what an API-deployed model asks for (e.g. its cloud's
+    account was removed). The policy still wins: pools only ever come from the policy's
+    accounts, so such a model cannot be placed outside it; on-call gets a warning event."""
+    api_models = _api_models(s, policy.customer)
+    for i, model in enumerate(api_models):
+        try:
+            _check_fits(policy, model, api_models[:i] + api_models[i + 1 :])
+        except (InvalidArgumentError, AlreadyExistsError) as exc:
+            _event(
+                s,
+                now,
+                "model.unfit",
+                f"API-deployed model {model.name} does not fit the new policy: {exc}",
+                customer=policy.customer,
+                model=model.name,
+                severity="warning",
+            )
 
 
 def _may_overflow(policy: Policy, model: str) -> bool:

@@ -310,8 +310,8 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         elif request.tail:
             backlog = self.svc.events(0, request.tail, **flt)
             yield from (convert.event(e) for e in backlog)
-            # Resume after the newest event overall, not the newest *matching* one, so the
-            # filtered tail never re-sends what it skipped.
+            # Continue after the backlog. With no matching event yet, 0 is right: every
+            # matching event that appears later is new.
             cursor = max([e.id for e in backlog] + [0])
         else:
             cursor = self.svc.last_event_id()

@@ -429,3 +429,17 @@ def test_status_reports_job_ticks(svc: ControlPlaneService) -> None:
     assert jobs["reconcile"].last_error == "ThrottledError: slow"
     assert jobs["reconcile"].last_duration_s == 0.5
     assert jobs["decide"].last_error == ""
+
+
+def test_policy_that_no_longer_fits_an_api_model_warns(svc: ControlPlaneService) -> None:
+    svc.apply_policy(example_policy(), "a.yaml", "alice")
+    svc.deploy_model("acme", api_model_spec(regions=["us-west-2"]))
+
+    narrower = edited(example_policy(), "regions: [us-east-1, us-west-2]", "regions: [us-east-1]")
+    svc.apply_policy(narrower, "a.yaml", "bob")
+
+    [warning] = [e for e in svc.events(limit=1000) if e.kind == "model.unfit"]
+    assert warning.model == "mistral-7b" and warning.severity == "warning"
+    assert "spec.regions[0]" in warning.message
+    # Its pools follow the policy: nothing in us-west-2 stays active.
+    assert not [p for p in svc.list_pools() if p.row.region == "us-west-2"]
