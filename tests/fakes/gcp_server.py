@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 ANONYMOUS = "anonymous"
@@ -98,6 +98,7 @@ class Fault:
     zone: str | None
     method: str
     seconds: float = 0.0
+    skip: int = 0  # let this many matching requests through first
 
 
 @dataclass
@@ -147,6 +148,13 @@ class Operation:
                     body["httpErrorStatusCode"] = self.http_status
                     body["httpErrorMessage"] = self.http_message
         return body
+
+
+class SeenRequest(NamedTuple):
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
 
 
 class HttpError(Exception):
@@ -238,7 +246,7 @@ class FakeGcp:
         self.tokens: dict[str, str] = {}
         self.project_members: dict[str, set[str]] = {}
         self.service_accounts: dict[str, set[str] | None] = {}
-        self.requests_seen: list[tuple[str, str, dict[str, str]]] = []  # method, path, headers
+        self.requests_seen: list[SeenRequest] = []
         self.server: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
 
@@ -269,6 +277,11 @@ class FakeGcp:
             self.server.server_close()
             self.server = None
 
+    def reset_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.latency_s = 0.0
+
     def reset(self) -> None:
         """Forget all state and faults (keeps the topology and the server running)."""
         with self.lock:
@@ -296,8 +309,10 @@ class FakeGcp:
         zone: str | None = None,
         method: str = INSERT,
         seconds: float = 0.0,
+        skip: int = 0,
     ) -> None:
-        """Make the next ``count`` matching requests fail with ``kind``:
+        """Make the next ``count`` matching requests (after ``skip`` of them pass) fail with
+        ``kind``:
 
         - in the finished operation: ``stockout`` (ZONE_RESOURCE_POOL_EXHAUSTED),
           ``stockout_details`` (…_WITH_DETAILS, with errorDetails/zonesAvailable),
@@ -314,7 +329,7 @@ class FakeGcp:
         instances.delete, operations.get, images.insert, machineTypes.list, regions.get,
         storage.rewrite, iam.generateAccessToken, or ``*`` for any request)."""
         with self.lock:
-            self.faults.append(Fault(kind, count, zone, method, seconds))
+            self.faults.append(Fault(kind, count, zone, method, seconds, skip))
 
     def set_quota(self, project: str, region: str, metric: str, limit: float) -> None:
         with self.lock:
@@ -360,6 +375,9 @@ class FakeGcp:
                 if f.method not in (method, "*") or (f.zone and f.zone != zone):
                     continue
                 if f.remaining <= 0:
+                    continue
+                if f.skip > 0:
+                    f.skip -= 1
                     continue
                 f.remaining -= 1
                 self.faults = [x for x in self.faults if x.remaining > 0]
@@ -688,7 +706,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         with fake.lock:
-            fake.requests_seen.append((method, url.path, dict(self.headers.items())))
+            fake.requests_seen.append(
+                SeenRequest(method, url.path, query, dict(self.headers.items()))
+            )
         if fake.latency_s:
             time.sleep(fake.latency_s)
         try:
@@ -777,6 +797,8 @@ class _Handler(BaseHTTPRequestHandler):
                 # §A.4: the same requestId returns the original operation; nothing new runs.
                 seen = fake.request_ids.get((project, rid))
                 if seen is not None:
+                    if fault is not None and fault.kind == "drop":
+                        raise _DropConnection
                     return 200, seen.to_json(self.base)
             mtype_path = body.get("machineType", "")
             mtype = mtype_path.rsplit("/", 1)[-1]

@@ -40,7 +40,7 @@ def request(instance_type: str = H100, zone: str | None = ZONE) -> NodeRequest:
 
 def inserts(fake: FakeGcp) -> int:
     return sum(
-        1 for m, path, _ in fake.requests_seen if m == "POST" and path.endswith("/instances")
+        1 for r in fake.requests_seen if r.method == "POST" and r.path.endswith("/instances")
     )
 
 
