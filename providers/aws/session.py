@@ -15,6 +15,7 @@ transient creates are retried by ``providers.retry`` around find-or-create inste
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,19 @@ log = structlog.get_logger(__name__)
 ASSUME_ROLE_DURATION_S = 3600  # clouds.md §C: DurationSeconds 900..3600
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 30
+
+# botocore at DEBUG logs request headers (X-Amz-Security-Token) and raw response bodies
+# (AssumeRole's SecretAccessKey/SessionToken): a daemon run with --log-level debug would
+# write live credentials to its logs. The SDK loggers are floored at INFO, which logs no
+# values (tests/providers/aws/test_secret_hygiene.py greps for them).
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3")
+
+
+def floor_sdk_log_levels() -> None:
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level < logging.INFO:  # NOTSET (0) included: it would inherit DEBUG
+            logger.setLevel(logging.INFO)
 
 
 class AwsSession:
@@ -50,6 +64,7 @@ class AwsSession:
                 f"account {account!r}: assuming a customer role needs the ExternalId gpucap "
                 "generated for the customer (providers.credentials.ExternalIdGenerator)"
             )
+        floor_sdk_log_levels()
         self.credentials = credentials
         self.customer = customer
         self.account = account
