@@ -29,7 +29,8 @@ def build_provider(
     ``customer`` and ``external_id`` are unused: OCI has no ExternalId; a customer tenancy is
     reached through its own profile or through cross-tenancy policies that admit our principal
     (clouds.md §C). ``endpoint_url`` points every service at an emulator and may contain
-    ``{region}``. ``options``: ``config_file``, ``retry_policy`` (see ``OciProvider``).
+    ``{region}``. ``options``: ``config_file``, ``retry_policy``, ``timeout_s``
+    (see ``OciProvider``).
     """
     del customer, external_id
     from providers.oci.provider import OciProvider

@@ -32,9 +32,9 @@ from providers.base import (
     InstanceStatus,
     NodeRequest,
 )
-from providers.errors import InvalidRequest, NotFound, Scope, TransientError
+from providers.errors import InvalidRequest, NotFound, ProviderError, Scope, TransientError
 from providers.oci.errors import Target, Where
-from providers.oci.offerings import availability_domains, offered_shapes
+from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
 from providers.retry import call_with_retry
 
@@ -93,7 +93,6 @@ class Instances:
     # --- create ----------------------------------------------------------------------------
 
     def create(self, req: NodeRequest) -> CreateResult:
-        where = Where(region=req.region, zone=req.zone, instance_type=req.instance_type)
         zone = req.zone or self._pick_zone(req)
         where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
         image = req.image or self._base_image(req.region, req.instance_type, where)
@@ -194,17 +193,31 @@ class Instances:
     # --- placement inputs ------------------------------------------------------------------
 
     def _pick_zone(self, req: NodeRequest) -> str:
-        where = Where(region=req.region, instance_type=req.instance_type)
-        for ad in availability_domains(self.session, req.region):
-            if req.instance_type in offered_shapes(self.session, req.region, ad):
+        """No AD requested: the first AD that offers the shape and reports free hosts, else
+        the first that offers it (the launch then reports the stockout, typed)."""
+        offering = [
+            ad
+            for ad in availability_domains(self.session, req.region)
+            if req.instance_type in offered_shapes(self.session, req.region, ad)
+        ]
+        if not offering:
+            raise InvalidRequest(
+                f"{req.instance_type} is not offered in any availability domain of {req.region}",
+                "ShapeNotOffered",
+                Scope.REQUEST,
+                region=req.region,
+                instance_type=req.instance_type,
+            )
+        for ad in offering:
+            try:
+                free, _ = host_availability(self.session, req.region, ad, [req.instance_type])[
+                    req.instance_type
+                ]
+            except (ProviderError, KeyError):
+                break  # no report: availability unknown, take the first offering AD
+            if free:
                 return ad
-        raise InvalidRequest(
-            f"{req.instance_type} is not offered in any availability domain of {req.region}",
-            "ShapeNotOffered",
-            Scope.REQUEST,
-            region=where.region,
-            instance_type=where.instance_type,
-        )
+        return offering[0]
 
     def _base_image(self, region: str, shape: str, where: Where) -> str:
         with self._lock:

@@ -9,7 +9,7 @@ from providers.oci.images import Images
 from providers.oci.instances import Instances
 from providers.oci.objects import Objects
 from providers.oci.offerings import list_offerings
-from providers.oci.session import OciSession
+from providers.oci.session import TIMEOUT_S, OciSession
 from providers.retry import DEFAULT_POLICY, RetryPolicy
 from schema.policy import Account
 from schema.types import Cloud
@@ -27,10 +27,15 @@ class OciProvider:
         endpoint_url: str | None = None,
         config_file: str | None = None,
         retry_policy: RetryPolicy = DEFAULT_POLICY,
+        timeout_s: tuple[float, float] = TIMEOUT_S,
     ) -> None:
         self.account = account.name
         self.session = OciSession(
-            account, endpoint_url=endpoint_url, config_file=config_file, retry_policy=retry_policy
+            account,
+            endpoint_url=endpoint_url,
+            config_file=config_file,
+            retry_policy=retry_policy,
+            timeout_s=timeout_s,
         )
         self._prices = dict(account.prices)
         self._instances = Instances(self.session)

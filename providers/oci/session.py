@@ -49,6 +49,7 @@ class OciSession:
     endpoint_url: str | None = None  # emulator; may contain "{region}" (one host per region)
     config_file: str | None = None
     retry_policy: RetryPolicy = DEFAULT_POLICY
+    timeout_s: tuple[float, float] = TIMEOUT_S
     _identity: tuple[dict[str, Any], Any] | None = field(default=None, repr=False)
     _clients: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -100,7 +101,7 @@ class OciSession:
                 "signer": signer,
                 # Client-wide default as a backstop; every call also passes one explicitly.
                 "retry_strategy": oci.retry.NoneRetryStrategy(),
-                "timeout": TIMEOUT_S,
+                "timeout": self.timeout_s,
             }
             if self.endpoint_url:
                 kwargs["service_endpoint"] = self.endpoint_url.replace("{region}", region)

@@ -249,3 +249,27 @@ def test_sdk_global_retry_setting_cannot_retry_a_stockout(world: World) -> None:
 
 def test_a_bug_is_not_disguised_as_a_cloud_error() -> None:
     assert translate(TypeError("boom"), Where(target=Target.RESOURCE)) is None
+
+
+def test_latency_past_the_read_timeout_is_transient_then_recovers(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    provider = world.provider()
+    node = provider.create_node(node_request(None)).node
+    impatient = world.provider(timeout_s=(2.0, 0.2))
+    world.fake.latency_s = 0.5
+    with pytest.raises(TransientError) as info:
+        impatient.describe_node(REGION, node.instance_id)
+    assert info.value.retryable is True
+    world.fake.latency_s = 0.0
+    seen = impatient.describe_node(REGION, node.instance_id)
+    assert seen is not None and seen.instance_id == node.instance_id
+
+
+def test_no_zone_requested_picks_an_ad_with_free_hosts(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    provider = world.provider()
+    world.fake.set_hosts(REGION, "AD-1", "BM.GPU.H100.8", 0)
+    node = provider.create_node(node_request(None)).node
+    assert node.zone == world.fake.ad_name(world.a.tenancy, REGION, 2)
