@@ -225,6 +225,7 @@ class FakeOci:
         self.ads_per_region = ads_per_region
         self.hosts_per_shape = hosts_per_shape
         self.latency_s = 0.0
+        self.page_size = 100  # when the client sends no ``limit``
         self.default_tenancy: str | None = None  # who an unsigned (no keyId) request acts as
         self.log: list[Logged] = []
         self._lock = threading.RLock()
@@ -645,8 +646,8 @@ def _compartment_tenancy(fake: FakeOci, compartment: str) -> Tenancy:
     raise ApiError(*PRESETS["not_authorized_or_not_found"])
 
 
-def _paginate(items: list[Any], query: dict[str, str]) -> Response:
-    limit = int(query.get("limit") or 100)
+def _paginate(fake: FakeOci, items: list[Any], query: dict[str, str]) -> Response:
+    limit = int(query.get("limit") or fake.page_size)
     start = int(query.get("page") or 0)
     page = items[start : start + limit]
     headers = {}
@@ -831,7 +832,7 @@ def _list_instances(fake: FakeOci, req: Request) -> Response:
     if state:
         found = [i for i in found if i["lifecycleState"] == state]
     found.sort(key=lambda i: i["timeCreated"], reverse=True)
-    return _paginate(found, req.query)
+    return _paginate(fake, found, req.query)
 
 
 @route("DELETE", f"{API}/instances/(?P<instance_id>[^/]+)", "TerminateInstance")
@@ -862,7 +863,7 @@ def _list_shapes(fake: FakeOci, req: Request) -> Response:
                 if r == req.region and (ad is None or a == _ad_suffix(ad))
             }
         )
-    return _paginate([SHAPE_RECORDS[n] for n in names], req.query)
+    return _paginate(fake, [SHAPE_RECORDS[n] for n in names], req.query)
 
 
 @route("POST", f"{API}/computeCapacityReports", "CreateComputeCapacityReport")
@@ -943,7 +944,7 @@ def _list_images(fake: FakeOci, req: Request) -> Response:
             and i["lifecycleState"] != "DELETED"
         ]
     found.sort(key=lambda i: i["timeCreated"], reverse=q.get("sortOrder", "DESC") == "DESC")
-    return _paginate(found, q)
+    return _paginate(fake, found, q)
 
 
 @route("POST", f"{API}/images", "CreateImage")
@@ -1046,7 +1047,7 @@ def _list_subnets(fake: FakeOci, req: Request) -> Response:
             }
             fake._subnets[sid] = sub
             found = [sub]
-        return _paginate([_public(s) for s in found], req.query)
+        return _paginate(fake, [_public(s) for s in found], req.query)
 
 
 # Object Storage ----------------------------------------------------------------------------

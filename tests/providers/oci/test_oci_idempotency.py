@@ -125,3 +125,19 @@ def test_recreate_after_terminate_is_not_fooled_by_the_token_replay(
     assert [i["id"] for i in live] == [result.node.instance_id]
     tokens = [r.headers.get("opc-retry-token") for r in world.fake.requests("LaunchInstance")]
     assert tokens[-1] == retry_token(req.intent_id, replaced=old.instance_id)
+
+
+def test_every_page_is_read_when_finding_and_listing(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    """With 2 instances per page, an instance on page 3 must still be found (a find that
+    reads one page would launch a duplicate)."""
+    provider = world.provider()
+    world.fake.page_size = 2
+    made = [provider.create_node(node_request(None, pool="paged")).node for _ in range(5)]
+    listed = provider.list_nodes(REGION, {TAG_POOL: "paged"})
+    assert sorted(n.instance_id for n in listed) == sorted(n.instance_id for n in made)
+    oldest = made[0]
+    again = provider.create_node(node_request(None, intent=oldest.intent_id, pool="paged"))
+    assert (again.created, again.node.instance_id) == (False, oldest.instance_id)
+    assert len(world.fake.live_instances()) == 5
