@@ -25,6 +25,7 @@ import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import start_http_server
+from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler import GpucapAutoscaler
 from controlplane.loop import ControlLoop, LoopContext, Tuning
@@ -182,7 +183,11 @@ class Daemon:
         ]
         for name, fn, every in jobs:
             sched.add_job(
-                self._tick(name, fn), "interval", seconds=every, id=name, name=name,
+                self._tick(name, fn),
+                "interval",
+                seconds=every,
+                id=name,
+                name=name,
                 next_run_time=datetime.now(UTC),
             )
         sched.start()
@@ -195,6 +200,12 @@ class Daemon:
             error: str | None = None
             try:
                 fn()
+            except StaleDataError as exc:
+                # Another job changed the same rows first (optimistic locking did its job);
+                # this tick's writes were rolled back and the next tick sees the new state.
+                error = "conflict: rows changed by another job; retried next tick"
+                self.telemetry.tick_errors.labels(name, "StaleDataError").inc()
+                log.warning("job.conflict", job=name, detail=str(exc))
             except Exception as exc:  # a tick never takes the daemon down; the next one retries
                 error = f"{type(exc).__name__}: {exc}"
                 self.telemetry.tick_errors.labels(name, type(exc).__name__).inc()
@@ -219,6 +230,7 @@ class Daemon:
     def _start_grpc(self) -> None:
         from controlplane.grpc.server import serve
 
+        assert self.service is not None
         g = self.config.grpc
         token = Path(g.token_file).read_text().strip() if g.token_file else None
         self._grpc = serve(

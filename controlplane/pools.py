@@ -36,9 +36,7 @@ def pool_id(customer: str, account: str, region: str, instance_type: str) -> str
 def pools_for_policy(policy: Policy) -> list[PoolSpec]:
     """Every pool the policy allows, for the node shapes its models accept."""
     wanted = {
-        (s.gpu, s.gpus)
-        for m in policy.models
-        for s in (parse_gpu_shape(o.shape) for o in m.shapes)
+        (s.gpu, s.gpus) for m in policy.models for s in (parse_gpu_shape(o.shape) for o in m.shapes)
     }
     out: list[PoolSpec] = []
     for acct in policy.accounts:
@@ -47,9 +45,7 @@ def pools_for_policy(policy: Policy) -> list[PoolSpec]:
                 if it.cloud != acct.cloud or (it.gpu, it.gpus) not in wanted:
                     continue
                 commits = [
-                    c
-                    for c in acct.committed
-                    if c.instance_type == it.name and c.region == region
+                    c for c in acct.committed if c.instance_type == it.name and c.region == region
                 ]
                 committed = sum(c.count for c in commits)
                 if acct.owner == Owner.SHARED:

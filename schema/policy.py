@@ -233,8 +233,7 @@ def _semantic(p: Policy) -> Iterator[Problem]:
         if m.min_replicas > m.max_replicas:
             yield Problem(
                 ("models", i, "min_replicas"),
-                f"min_replicas ({m.min_replicas}) is greater than max_replicas "
-                f"({m.max_replicas})",
+                f"min_replicas ({m.min_replicas}) is greater than max_replicas ({m.max_replicas})",
             )
         shapes_seen: set[str] = set()
         for j, opt in enumerate(m.shapes):

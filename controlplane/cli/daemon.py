@@ -55,7 +55,9 @@ def daemon(
                 err.print(str(p), markup=False, highlight=False)
             raise typer.Exit(2) from exc
     if grpc_addr is not None:
-        cfg = cfg.model_copy(update={"grpc": GrpcConfig(**{**cfg.grpc.model_dump(), "addr": grpc_addr})})
+        cfg = cfg.model_copy(
+            update={"grpc": GrpcConfig(**{**cfg.grpc.model_dump(), "addr": grpc_addr})}
+        )
     if metrics_addr is not None:
         cfg = cfg.model_copy(update={"metrics_addr": metrics_addr})
     configure_logging(cfg.log_level, json=log_format == "json")

@@ -31,15 +31,15 @@ from controlplane.store.models import (
     Event,
     Model,
     Node,
-    Pool,
     PolicyVersion,
+    Pool,
     Replica,
 )
 from providers.base import (
+    MANAGED_VALUE,
     TAG_CUSTOMER,
     TAG_INTENT,
     TAG_MANAGED,
-    MANAGED_VALUE,
     InstanceStatus,
     NodeRequest,
     ownership_tags,
@@ -77,7 +77,12 @@ def add_event(
 ) -> None:
     s.add(
         Event(
-            at=at, kind=kind, message=message, customer=customer, model=model, node=node,
+            at=at,
+            kind=kind,
+            message=message,
+            customer=customer,
+            model=model,
+            node=node,
             severity=severity,
         )
     )
@@ -147,9 +152,10 @@ class ControlLoop:
                 counts = replica_counts(replicas[m.id])
                 sspec = scaling_spec(spec, ctx.tuning)
                 window = ctx.buffer.window((m.customer, m.name), now)
-                cold = ctx.coldstart.expected_ready_s(
-                    spec.weights.size_gb if spec.weights else 16.0
-                ) * ctx.tuning.cold_start_scale
+                cold = (
+                    ctx.coldstart.expected_ready_s(spec.weights.size_gb if spec.weights else 16.0)
+                    * ctx.tuning.cold_start_scale
+                )
                 inp = AutoscalerInput(m.name, now, window, counts, sspec, cold)
                 state = dict(m.autoscaler_state or {})
                 if m.pinned_replicas is not None:
@@ -176,8 +182,12 @@ class ControlLoop:
                         )
                     )
                     log.info(
-                        "autoscale", customer=m.customer, model=m.name, desired=decision.desired,
-                        reason=decision.reason, detail=decision.detail,
+                        "autoscale",
+                        customer=m.customer,
+                        model=m.name,
+                        desired=decision.desired,
+                        reason=decision.reason,
+                        detail=decision.detail,
                     )
                 m.desired_replicas = decision.desired
                 m.desired_reason = decision.reason
@@ -212,9 +222,12 @@ class ControlLoop:
                     if m.deleted_at is not None and not live:
                         continue
                     spec = ModelSpec.model_validate(m.spec)
-                    cold = ctx.coldstart.expected_ready_s(
-                        spec.weights.size_gb if spec.weights else 16.0
-                    ) * ctx.tuning.cold_start_scale
+                    cold = (
+                        ctx.coldstart.expected_ready_s(
+                            spec.weights.size_gb if spec.weights else 16.0
+                        )
+                        * ctx.tuning.cold_start_scale
+                    )
                     views = tuple(pool_view(p, in_use[p.id], cold) for p in pools)
                     desired = 0 if m.deleted_at is not None else m.desired_replicas
                     inp = PlacementInput(
@@ -237,7 +250,7 @@ class ControlLoop:
                             shared_usd += launch.price_usd_per_hour
                     by_id = {r.id: r for r in live}
                     for drain in plan.drains:
-                        self._drain_replica(s, by_id[drain.replica_id], now_dt, drain.reason)
+                        self._drain_replica(s, m, by_id[drain.replica_id], now_dt, drain.reason)
                     key = (m.customer, m.name)
                     acted = plan.launches or plan.drains or plan.unplaced
                     if acted and self._last_plan_detail.get(key) != plan.detail:
@@ -251,8 +264,8 @@ class ControlLoop:
                                 reason="unplaced" if plan.unplaced else "placed",
                                 detail=plan.detail,
                                 inputs={
-                                    "launches": [l.__dict__ for l in plan.launches],
-                                    "drains": [d.__dict__ for d in plan.drains],
+                                    "launches": [vars(x) for x in plan.launches],
+                                    "drains": [vars(x) for x in plan.drains],
                                     "rejections": plan.rejections,
                                     "live": len(live),
                                 },
@@ -260,10 +273,14 @@ class ControlLoop:
                         )
                         if plan.unplaced:
                             add_event(
-                                s, now_dt, "placement.unplaced",
+                                s,
+                                now_dt,
+                                "placement.unplaced",
                                 f"{plan.unplaced} replica(s) of {m.name} found no pool "
                                 f"(rejected: {plan.rejections or 'none'})",
-                                customer=m.customer, model=m.name, severity="warning",
+                                customer=m.customer,
+                                model=m.name,
+                                severity="warning",
                             )
                     self._last_plan_detail[key] = plan.detail if acted else ""
 
@@ -313,18 +330,28 @@ class ControlLoop:
                 )
             )
         add_event(
-            s, now, "replica.launch",
+            s,
+            now,
+            "replica.launch",
             f"{m.name}: new {shape} replica in {pool.id} ({pool.tier})",
-            customer=m.customer, model=m.name,
+            customer=m.customer,
+            model=m.name,
         )
 
-    def _drain_replica(self, s: Session, r: Replica, now: datetime, reason: str) -> None:
+    def _drain_replica(self, s: Session, m: Model, r: Replica, now: datetime, reason: str) -> None:
         r.state = NodeState.DRAINING.value
         for n in r.nodes:
             if not NodeState(n.state).is_terminal:
                 n.state = NodeState.DRAINING.value
                 n.draining_at = now
-        add_event(s, now, "replica.drain", f"replica {r.id} draining: {reason}", node=None)
+        add_event(
+            s,
+            now,
+            "replica.drain",
+            f"{m.name}: replica {r.id} in {r.pool_id} draining: {reason}",
+            customer=m.customer,
+            model=m.name,
+        )
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self) -> None:
@@ -428,10 +455,14 @@ class ControlLoop:
                 row.provisioning_at = ctx.now_dt()
                 row.error = None
             add_event(
-                s, ctx.now_dt(), "node.created" if result.created else "node.found",
+                s,
+                ctx.now_dt(),
+                "node.created" if result.created else "node.found",
                 f"{n.instance_type} {result.node.instance_id} in {result.node.zone} "
                 f"for intent {n.id}",
-                customer=n.customer, model=n.model, node=n.id,
+                customer=n.customer,
+                model=n.model,
+                node=n.id,
             )
 
     def _backoff(self, n: _NodeSnapshot) -> float:
@@ -461,10 +492,15 @@ class ControlLoop:
             row.error = str(err)
             blocked = self._block(s, n, err, now_dt)
             add_event(
-                s, now_dt, "node.create_failed",
+                s,
+                now_dt,
+                "node.create_failed",
                 f"{err.kind} for {n.instance_type} in {n.region}: {err.message}"
                 + (f"; blocked {blocked} pool(s)" if blocked else ""),
-                customer=n.customer, model=n.model, node=n.id, severity="warning",
+                customer=n.customer,
+                model=n.model,
+                node=n.id,
+                severity="warning",
             )
 
     def _block(self, s: Session, n: _NodeSnapshot, err: ProviderError, now: datetime) -> int:
@@ -496,7 +532,11 @@ class ControlLoop:
         return len(pools)
 
     def _update(
-        self, n: _NodeSnapshot, state: NodeState, *, error: str | None = None,
+        self,
+        n: _NodeSnapshot,
+        state: NodeState,
+        *,
+        error: str | None = None,
         zone: str | None = None,
     ) -> None:
         now = self.ctx.now_dt()
@@ -512,10 +552,14 @@ class ControlLoop:
                 row.zone = zone
             if state in (NodeState.READY, NodeState.FAILED, NodeState.TERMINATED):
                 add_event(
-                    s, now, f"node.{state.value}",
+                    s,
+                    now,
+                    f"node.{state.value}",
                     f"{n.instance_type} {n.instance_id or '-'} in {n.region}"
                     + (f": {error}" if error else ""),
-                    customer=n.customer, model=n.model, node=n.id,
+                    customer=n.customer,
+                    model=n.model,
+                    node=n.id,
                     severity="warning" if state == NodeState.FAILED else "info",
                 )
 
@@ -551,7 +595,9 @@ class ControlLoop:
         ctx = self.ctx
         with ctx.store.session() as s:
             accounts = s.scalars(select(Account)).all()
-            targets = [(a.customer, a, list((a.regions or {}).get("regions", []))) for a in accounts]
+            targets = [
+                (a.customer, a, list((a.regions or {}).get("regions", []))) for a in accounts
+            ]
         reaped = 0
         for customer, acct, regions in targets:
             provider = ctx.providers.provider(customer, acct)
@@ -580,10 +626,13 @@ class ControlLoop:
                     reaped += 1
                     with ctx.store.session() as s:
                         add_event(
-                            s, ctx.now_dt(), "node.orphan_terminated",
+                            s,
+                            ctx.now_dt(),
+                            "node.orphan_terminated",
                             f"{c.instance_id} ({c.instance_type}, {region}) carried intent "
                             f"{c.intent_id} with no live record",
-                            customer=customer, severity="warning",
+                            customer=customer,
+                            severity="warning",
                         )
         return reaped
 

@@ -238,19 +238,26 @@ class SimCloud:
         fault.remaining -= 1
         if fault.remaining <= 0:
             queue.pop(0)
-        where = {"region": region, "instance_type": instance_type}
         err: ProviderError
         match fault.kind:
             case "crash_after_create":
                 return True
             case "capacity":
                 err = CapacityUnavailable(
-                    "injected stockout", code="SimStockout", scope=Scope.ZONE,
-                    zone=fault.zone or zone, **where,
+                    "injected stockout",
+                    code="SimStockout",
+                    scope=Scope.ZONE,
+                    zone=fault.zone or zone,
+                    region=region,
+                    instance_type=instance_type,
                 )
             case "quota":
                 err = QuotaExceeded(
-                    "injected quota", code="SimQuota", scope=Scope.ACCOUNT_REGION, **where
+                    "injected quota",
+                    code="SimQuota",
+                    scope=Scope.ACCOUNT_REGION,
+                    region=region,
+                    instance_type=instance_type,
                 )
             case "throttle":
                 err = Throttled("injected throttle", code="SimThrottle", retryable=True)

@@ -39,7 +39,7 @@ class SimProvider:
             zone=inst.zone,
             status=self.world.status(inst),
             tags=dict(inst.tags),
-            private_ip=f"10.0.{int(inst.instance_id[-6:]) // 250}.{int(inst.instance_id[-6:]) % 250}",
+            private_ip=_private_ip(inst.instance_id),
         )
 
     def _mine(self) -> list[SimInstance]:
@@ -152,3 +152,9 @@ class SimProvider:
             self.world.objects[dest_uri] = self.world.objects[source_uri]
             if source_uri in self.world.object_data:
                 self.world.object_data[dest_uri] = self.world.object_data[source_uri]
+
+
+def _private_ip(instance_id: str) -> str:
+    """A stable made-up address per instance (10.0.x.y)."""
+    n = int(instance_id[-6:])
+    return f"10.0.{n // 250}.{n % 250}"
