@@ -392,6 +392,10 @@ class FakeOci:
         with self._lock:
             return [copy.deepcopy(i) for i in self._instances.values()]
 
+    def images(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [_public(copy.deepcopy(i)) for i in self._images.values()]
+
     def live_instances(self, **freeform_tags: str) -> list[dict[str, Any]]:
         return [
             i
