@@ -154,7 +154,7 @@ class SeenRequest(NamedTuple):
     method: str
     path: str
     query: dict[str, str]
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lowercased
 
 
 class HttpError(Exception):
@@ -707,7 +707,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         with fake.lock:
             fake.requests_seen.append(
-                SeenRequest(method, url.path, query, dict(self.headers.items()))
+                SeenRequest(
+                    method, url.path, query, {k.lower(): v for k, v in self.headers.items()}
+                )
             )
         if fake.latency_s:
             time.sleep(fake.latency_s)
