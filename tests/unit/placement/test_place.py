@@ -1,0 +1,169 @@
+"""Placement is a pure function: table-driven cases and properties, no database."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controlplane.placement import ModelView, PlacementInput, PoolView, ReplicaView, place
+from schema.policy import Model, Overflow, ShapeOption
+from schema.types import CapacityTier
+
+MODEL = Model(
+    name="llama-70b",
+    shapes=[
+        ShapeOption(shape="8xH100", max_concurrency=64),
+        ShapeOption(shape="8xH200", max_concurrency=96),
+    ],
+    max_replicas=50,
+)
+
+
+def pool(pid: str, **kw: object) -> PoolView:
+    base = PoolView(
+        id=pid,
+        cloud="aws",
+        account="acme-aws",
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        gpu_shape="8xH100",
+        tier=CapacityTier.ON_DEMAND,
+        price_usd_per_hour=55.04,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def inp(desired: int, pools: list[PoolView], **kw: object) -> PlacementInput:
+    base = PlacementInput(
+        model=ModelView("acme", "llama-70b", MODEL),
+        desired=desired,
+        replicas=(),
+        pools=tuple(pools),
+        overflow=Overflow(),
+        now=1000.0,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def test_commitment_first_then_cheapest_per_unit_of_capacity():
+    pools = [
+        pool("gcp-h100", cloud="gcp", price_usd_per_hour=88.49, instance_type="a3-highgpu-8g"),
+        pool("aws-h200", gpu_shape="8xH200", price_usd_per_hour=63.3, instance_type="p5en"),
+        pool("aws-commit", tier=CapacityTier.COMMITTED, committed=2),
+    ]
+    plan = place(inp(4, pools))
+    # 2 on the commitment; then 8xH200 at 63.3/96 beats 8xH100 at 55.04/64 per slot; the
+    # commitment pool past its commitment is billed on demand like any other.
+    assert [x.pool_id for x in plan.launches] == [
+        "aws-commit",
+        "aws-commit",
+        "aws-h200",
+        "aws-h200",
+    ]
+    assert plan.launches[2].gpu_shape == "8xH200"
+    assert plan.unplaced == 0
+
+
+def test_filters_count_every_rejection():
+    pools = [
+        pool("wrong-cloud", cloud="oci"),
+        pool("cordoned", cordoned=True),
+        pool("blocked", unavailable_until=2000.0),
+        pool("expired-block", unavailable_until=999.0),
+        pool("wrong-shape", gpu_shape="1xH100", instance_type="p5.4xlarge"),
+        pool("shared", tier=CapacityTier.SHARED),
+    ]
+    spec = MODEL.model_copy(update={"clouds": ["aws", "gcp"]})
+    plan = place(inp(2, pools, model=ModelView("acme", "llama-70b", spec)))
+    assert [x.pool_id for x in plan.launches] == ["expired-block", "expired-block"]
+    assert plan.rejections == {
+        "cloud_not_allowed": 1,
+        "cordoned": 1,
+        "unavailable": 1,
+        "shape_not_accepted": 1,
+        "overflow_not_allowed": 1,
+    }
+
+
+def test_overflow_respects_replica_and_dollar_caps():
+    pools = [pool("shared", tier=CapacityTier.SHARED, price_usd_per_hour=80.0)]
+    over = Overflow(enabled=True, max_replicas=5, max_usd_per_hour=250.0)
+    plan = place(
+        inp(5, pools, overflow=over, shared_replicas_in_use=1, shared_usd_per_hour_in_use=80)
+    )
+    assert len(plan.launches) == 2  # 80 + 2 x 80 = 240 <= 250; a third would be 320
+    assert plan.unplaced == 3
+
+
+def test_overflow_only_for_listed_models():
+    pools = [pool("shared", tier=CapacityTier.SHARED)]
+    over = Overflow(enabled=True, max_replicas=10, models=["other-model"])
+    plan = place(inp(1, pools, overflow=over))
+    assert plan.launches == () and plan.rejections == {"overflow_not_allowed": 1}
+
+
+def test_capacity_hint_spills_to_the_next_pool():
+    pools = [
+        pool("small", capacity_hint=1, price_usd_per_hour=10.0),
+        pool("big", price_usd_per_hour=60.0),
+    ]
+    plan = place(inp(3, pools))
+    assert [x.pool_id for x in plan.launches] == ["small", "big", "big"]
+
+
+def test_gang_shape_launches_nodes_together():
+    spec = Model(name="r1", shapes=[ShapeOption(shape="2x8xH100", max_concurrency=40)])
+    plan = place(inp(1, [pool("p")], model=ModelView("acme", "r1", spec)))
+    (launch,) = plan.launches
+    assert launch.nodes == 2 and launch.gpu_shape == "2x8xH100"
+    assert launch.price_usd_per_hour == 2 * 55.04
+
+
+def test_drain_order_shared_first_then_not_ready_then_dearest():
+    pools = [
+        pool("commit", tier=CapacityTier.COMMITTED, committed=5),
+        pool("od-cheap", price_usd_per_hour=40.0),
+        pool("od-dear", price_usd_per_hour=90.0),
+        pool("shared", tier=CapacityTier.SHARED),
+    ]
+    replicas = (
+        ReplicaView("r-commit", "commit", "8xH100", ready=True, created_at=1.0),
+        ReplicaView("r-cheap", "od-cheap", "8xH100", ready=True, created_at=2.0),
+        ReplicaView("r-dear", "od-dear", "8xH100", ready=True, created_at=3.0),
+        ReplicaView("r-cheap-starting", "od-cheap", "8xH100", ready=False, created_at=4.0),
+        ReplicaView("r-shared", "shared", "8xH100", ready=True, created_at=5.0),
+    )
+    plan = place(inp(1, pools, replicas=replicas))
+    assert [d.replica_id for d in plan.drains] == [
+        "r-shared",
+        "r-cheap-starting",
+        "r-dear",
+        "r-cheap",
+    ]
+
+
+@given(
+    desired=st.integers(0, 40),
+    live=st.integers(0, 40),
+    hints=st.lists(st.one_of(st.none(), st.integers(0, 10)), min_size=1, max_size=6),
+)
+def test_properties(desired: int, live: int, hints: list[int | None]) -> None:
+    pools = [
+        pool(f"p{i}", capacity_hint=h, price_usd_per_hour=50.0 + i) for i, h in enumerate(hints)
+    ]
+    replicas = tuple(
+        ReplicaView(f"r{i}", "p0", "8xH100", ready=i % 2 == 0, created_at=float(i))
+        for i in range(live)
+    )
+    plan = place(inp(desired, pools, replicas=replicas))
+    # Never both launches and drains; never more than asked; deterministic.
+    assert not (plan.launches and plan.drains)
+    assert len(plan.launches) + plan.unplaced == max(0, desired - live)
+    assert len(plan.drains) == max(0, live - desired)
+    assert plan == place(inp(desired, pools, replicas=replicas))
+    # Capacity hints are never exceeded.
+    for i, h in enumerate(hints):
+        if h is not None:
+            assert sum(x.nodes for x in plan.launches if x.pool_id == f"p{i}") <= h
