@@ -287,16 +287,6 @@ class ControlPlaneService:
                 raise NotFoundError("policy version", f"{cust.name} v{version}")
             return PolicyView(row, active=row.id == cust.active_policy_id)
 
-    def active_policy(self, customer: str) -> Policy | None:
-        """The customer's active policy, parsed (for the daemon's jobs)."""
-        with self.store.session() as s:
-            cust = s.get(Customer, customer)
-            if cust is None or cust.active_policy_id is None:
-                return None
-            row = s.get(PolicyVersion, cust.active_policy_id)
-            assert row is not None  # FK guarantees it
-            return parse_policy(row.raw_yaml, source=row.source or "<policy>").policy
-
     # ---------------------------------------------------------------- models
 
     def deploy_model(self, customer: str, spec: Mapping[str, Any]) -> ModelView:
@@ -620,28 +610,6 @@ class ControlPlaneService:
             jobs=jobs,
             last_event_id=last_event,
         )
-
-    def record_event(
-        self,
-        kind: str,
-        message: str,
-        *,
-        customer: str | None = None,
-        model: str | None = None,
-        node: str | None = None,
-        severity: str = "info",
-    ) -> None:
-        with self.store.session() as s:
-            _event(
-                s,
-                self._clock(),
-                kind,
-                message,
-                customer=customer,
-                model=model,
-                node=node,
-                severity=severity,
-            )
 
     def last_event_id(self) -> int:
         with self.store.session() as s:
