@@ -350,6 +350,21 @@ class FakeGcp:
         with self.lock:
             self.tokens[token] = principal
 
+    def add_image(self, project: str, name: str, *, family: str = "") -> None:
+        """A READY image, as if baked earlier (test setup, e.g. the base image family)."""
+        with self.lock:
+            self.images[(project, name)] = {
+                "kind": "compute#image",
+                "id": str(next(self._ids)),
+                "name": name,
+                "family": family,
+                "labels": {},
+                "status": "READY",
+                "storageLocations": ["us"],
+                "creationTimestamp": _now_rfc3339(),
+                "selfLink": f"{self.endpoint}/compute/v1/projects/{project}/global/images/{name}",
+            }
+
     def put_object(self, bucket: str, name: str, data: bytes) -> None:
         with self.lock:
             self.objects[(bucket, name)] = data

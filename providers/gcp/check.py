@@ -1,0 +1,106 @@
+"""Preflight of a GCP account, for ``gpucap account check``: do the credentials work
+(impersonation included), are the regions reachable, are the H100/H200 machine types offered
+there, how much GPU quota is free, and is the base (or baked) image present.
+
+Each finding is a :class:`Finding`; the account passes when every finding is ``ok``.
+Findings name references (project, service account, image family), never a token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from providers.errors import ProviderError
+from providers.gcp import errors as gerr
+from providers.gcp.offerings import list_offerings, quota_headroom
+from providers.gcp.operations import CALL_TIMEOUT_S
+from providers.gcp.provider import GcpProvider
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # credentials | project | region | offerings | quota | image
+    target: str  # what was checked (project, region, image family)
+    ok: bool
+    detail: str
+
+
+def preflight(provider: GcpProvider, regions: Sequence[str]) -> list[Finding]:
+    session = provider.session
+    out: list[Finding] = []
+    who = session.service_account or "application default credentials"
+    if session.endpoint_url and not session.service_account:
+        who = "anonymous (emulator)"
+
+    try:
+        creds = session.credentials()
+        if session.service_account:
+            from google.auth.transport.requests import Request
+
+            creds.refresh(Request())  # generateAccessToken: fails here when not permitted
+        out.append(Finding("credentials", who, True, "credentials obtained"))
+    except Exception as exc:
+        out.append(Finding("credentials", who, False, _why(exc)))
+        return out  # nothing else can work
+
+    try:
+        session.client("ProjectsClient").get(
+            project=session.project, retry=None, timeout=CALL_TIMEOUT_S
+        )
+        out.append(Finding("project", session.project, True, "reachable"))
+    except Exception as exc:
+        out.append(Finding("project", session.project, False, _why(exc)))
+        return out
+
+    for region in regions:
+        try:
+            info = session.client("RegionsClient").get(
+                project=session.project, region=region, retry=None, timeout=CALL_TIMEOUT_S
+            )
+            up = info.status == "UP"
+            out.append(Finding("region", region, up, f"{info.status}, {len(info.zones)} zones"))
+        except Exception as exc:
+            out.append(Finding("region", region, False, _why(exc)))
+            continue
+        try:
+            offers = list_offerings(session, [region], provider.prices)
+            available = sorted({o.instance_type for o in offers if o.available})
+            offered = sorted({o.instance_type for o in offers})
+            detail = (
+                f"available: {', '.join(available)}"
+                if available
+                else f"none of {', '.join(offered)} is available"
+            )
+            out.append(Finding("offerings", region, bool(available), detail))
+            free = quota_headroom(session, region)
+            out.append(
+                Finding(
+                    "quota",
+                    region,
+                    any(v >= 8 for k, v in free.items() if k != "GPUS_ALL_REGIONS"),
+                    ", ".join(f"{k}: {v:g} free" for k, v in sorted(free.items()))
+                    or "no GPU quota reported",
+                )
+            )
+        except Exception as exc:
+            out.append(Finding("offerings", region, False, _why(exc)))
+
+    family = provider.base_image.rsplit("/", 1)[-1]
+    image_project = provider.base_image.split("/")[1]
+    try:
+        img = session.client("ImagesClient").get_from_family(
+            project=image_project, family=family, retry=None, timeout=CALL_TIMEOUT_S
+        )
+        out.append(Finding("image", provider.base_image, True, f"{img.name} ({img.status})"))
+    except Exception as exc:
+        out.append(Finding("image", provider.base_image, False, _why(exc)))
+    return out
+
+
+def _why(exc: BaseException) -> str:
+    try:
+        err: ProviderError = gerr.from_exception(exc, gerr.Where())
+    except Exception:
+        return type(exc).__name__
+    return f"{err.kind}: {err.message.splitlines()[0][:300]}"
