@@ -16,6 +16,7 @@ from providers.base import TAG_INTENT, TAG_POOL, InstanceStatus, NodeRequest, ow
 from providers.errors import CapacityUnavailable, InvalidRequest, TransientError
 from providers.gcp.labels import label_value, labels_for, request_id, vm_name
 from providers.gcp.provider import GcpProvider
+from providers.gcp.session import GcpSession
 from providers.retry import NO_RETRY
 from tests.contract.harness_gcp import GcpHarness, make_provider
 from tests.fakes.gcp_server import FakeGcp
@@ -248,3 +249,36 @@ def test_vm_names_are_valid_gcp_names(intent: str) -> None:
     name = vm_name(intent)
     assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name), name
     assert vm_name(intent) == name  # deterministic
+
+
+def test_an_operation_still_running_at_the_deadline_returns_the_provisioning_vm(
+    project: str,
+) -> None:
+    slow = FakeGcp(op_polls=10_000, wait_is_best_effort=True).start()
+    try:
+        provider = GcpProvider(
+            GcpSession(project=project, account="t", endpoint_url=slow.endpoint),
+            retry=NO_RETRY,
+            op_deadline_s=0.3,
+        )
+        req = request()
+        result = provider.create_node(req)
+        assert result.created is True
+        assert result.node.status == InstanceStatus.PENDING
+        assert provider.create_node(req).created is False  # and a retry finds it
+        assert len(slow.live_instances(project)) == 1
+    finally:
+        slow.stop()
+
+
+def test_injected_latency_slows_but_does_not_break_a_create(
+    fake: FakeGcp, provider: GcpProvider, harness: GcpHarness
+) -> None:
+    import time
+
+    fake.inject("latency", seconds=0.3)
+    req = request()
+    start = time.monotonic()
+    assert provider.create_node(req).created is True
+    assert time.monotonic() - start >= 0.3
+    assert harness.instances_with_intent(req.intent_id) == 1
