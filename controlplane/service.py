@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from controlplane.pools import pools_for_policy
@@ -48,6 +48,7 @@ from schema.policy_file import (
 from schema.types import TERMINAL_NODE_STATES, NodeState, Owner
 
 T = TypeVar("T")
+K = TypeVar("K", int, str)
 
 # --------------------------------------------------------------------------------------
 # Errors
@@ -933,30 +934,27 @@ def _sync_pools(s: Session, policy: Policy, now: datetime) -> None:
 
 
 def _replica_counts(s: Session, model_ids: list[int]) -> dict[int, dict[str, int]]:
-    out: dict[int, dict[str, int]] = {}
-    if not model_ids:
-        return out
-    terminal = [st.value for st in TERMINAL_NODE_STATES]
-    q = (
-        select(Replica.model_id, Replica.state, func.count())
-        .where(Replica.model_id.in_(model_ids), Replica.state.not_in(terminal))
-        .group_by(Replica.model_id, Replica.state)
-    )
-    for mid, state, n in s.execute(q):
-        out.setdefault(mid, {})[state] = n
-    return out
+    """Non-terminal replicas per model, by state."""
+    return _live_counts(s, Replica.model_id, Replica.state, model_ids)
 
 
 def _pool_node_counts(s: Session, pool_ids: list[str]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    if not pool_ids:
+    """Non-terminal nodes per pool, by state."""
+    return _live_counts(s, Node.pool_id, Node.state, pool_ids)
+
+
+def _live_counts(
+    s: Session, key: InstrumentedAttribute[K], state: InstrumentedAttribute[str], ids: list[K]
+) -> dict[K, dict[str, int]]:
+    out: dict[K, dict[str, int]] = {}
+    if not ids:
         return out
     terminal = [st.value for st in TERMINAL_NODE_STATES]
     q = (
-        select(Node.pool_id, Node.state, func.count())
-        .where(Node.pool_id.in_(pool_ids), Node.state.not_in(terminal))
-        .group_by(Node.pool_id, Node.state)
+        select(key, state, func.count())
+        .where(key.in_(ids), state.not_in(terminal))
+        .group_by(key, state)
     )
-    for pid, state, n in s.execute(q):
-        out.setdefault(pid, {})[state] = n
+    for k, st, n in s.execute(q):
+        out.setdefault(k, {})[st] = n
     return out
