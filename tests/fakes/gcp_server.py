@@ -255,8 +255,8 @@ class FakeGcp:
     @property
     def endpoint(self) -> str:
         assert self.server is not None, "not started"
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self.server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def start(self) -> FakeGcp:
         fake = self
