@@ -48,13 +48,22 @@ class ExternalIdGenerator:
         return f"gpucap-{mac.hexdigest()[:40]}"
 
     @classmethod
-    def from_environment(cls, state_dir: Path) -> ExternalIdGenerator:
+    def from_environment(cls, state_dir: Path, *, create: bool = True) -> ExternalIdGenerator:
         """The secret from ``$GPUCAP_EXTERNAL_ID_SECRET`` (production: from a secret manager),
-        else from ``<state_dir>/external-id.key``, created owner-only on first use."""
+        else from ``<state_dir>/external-id.key``, created owner-only on first use.
+
+        ``create=False`` is for tools other than the daemon (``gpucap account check``): a
+        key they made up would yield ExternalIds no customer's trust policy knows."""
         from_env = os.environ.get(EXTERNAL_ID_SECRET_ENV)
         if from_env:
             return cls(from_env.encode())
-        return cls(_load_or_create_key(state_dir / EXTERNAL_ID_SECRET_FILE))
+        path = state_dir / EXTERNAL_ID_SECRET_FILE
+        if not create and not path.exists():
+            raise ValueError(
+                f"no ExternalId secret: set ${EXTERNAL_ID_SECRET_ENV} to the daemon's secret, "
+                f"or run where the daemon's state directory is ({path} does not exist)"
+            )
+        return cls(_load_or_create_key(path))
 
 
 def _load_or_create_key(path: Path) -> bytes:

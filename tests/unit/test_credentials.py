@@ -78,3 +78,14 @@ accounts:
     [problem] = info.value.problems
     assert problem.field == "accounts[0].credentials.external_id"
     assert problem.line == 9
+
+
+def test_tools_other_than_the_daemon_never_invent_a_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(EXTERNAL_ID_SECRET_ENV, raising=False)
+    with pytest.raises(ValueError, match=EXTERNAL_ID_SECRET_ENV):
+        ExternalIdGenerator.from_environment(tmp_path, create=False)
+    assert not (tmp_path / EXTERNAL_ID_SECRET_FILE).exists()
+    made = ExternalIdGenerator.from_environment(tmp_path).for_customer("acme")
+    assert ExternalIdGenerator.from_environment(tmp_path, create=False).for_customer("acme") == made
