@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -202,7 +202,7 @@ def _run_all(
             elif result.tried:
                 missed[name] = max(
                     result.tried,
-                    key=lambda o: float(o.summary()["slo_attainment"]),  # type: ignore[arg-type]
+                    key=lambda o: o.summary().slo_attainment,
                 )
     return shown, tried, missed
 
@@ -210,7 +210,7 @@ def _run_all(
 def _result(name: str, run: RunOutcome | None) -> dict[str, Any]:
     if run is None:  # no knob value reached the SLO target
         return {k: (name if k == "autoscaler" else None) for k in RESULT_KEYS}
-    summary = run.summary()
+    summary = run.summary().as_dict()
     return {k: summary[k] for k in RESULT_KEYS}
 
 
@@ -228,7 +228,7 @@ def _print_table(
         "" if slo_target is None else f", cheapest knob with SLO attainment >= {slo_target:g}"
     )
     table = Table(title=title, title_justify="left")
-    for col, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("autoscaler", "left"),
         ("knob", "right"),
         ("SLO attain.", "right"),
@@ -241,10 +241,11 @@ def _print_table(
         ("scale events", "right"),
         ("unserved", "right"),
         ("wall s", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     oracle = shown.get(ORACLE)
-    oracle_h = float(oracle.summary()["gpu_hours"]) if oracle else None  # type: ignore[arg-type]
+    oracle_h = oracle.summary().gpu_hours if oracle else None
     notes: list[str] = []
     for name in names:
         run = shown.get(name)
@@ -254,25 +255,25 @@ def _print_table(
                 b = best.summary()
                 notes.append(
                     f"{name}: no knob reaches {slo_target:g} (best "
-                    f"{float(b['slo_attainment']):.4f} at knob {b['knob']})"  # type: ignore[arg-type]
+                    f"{b.slo_attainment:.4f} at knob {b.knob})"
                 )
             table.add_row(name, "-", f"< {slo_target:g}", "null", *(["-"] * 8))
             continue
         s = run.summary()
-        hours = float(s["gpu_hours"])  # type: ignore[arg-type]
+        hours = s.gpu_hours
         ratio = f"{hours / oracle_h:.2f}" if oracle_h else "-"
         table.add_row(
             name,
-            "-" if s["knob"] is None else f"{s['knob']:g}",
-            f"{float(s['slo_attainment']):.4f}",  # type: ignore[arg-type]
+            "-" if s.knob is None else f"{s.knob:g}",
+            f"{s.slo_attainment:.4f}",
             f"{hours:,.1f}",
             ratio,
-            f"{float(s['cost_usd']):,.0f}",  # type: ignore[arg-type]
-            f"{float(s['p50_wait_s']):.2f}",  # type: ignore[arg-type]
-            f"{float(s['p99_wait_s']):.2f}",  # type: ignore[arg-type]
-            str(s["cold_starts"]),
-            str(s["scale_events"]),
-            str(s["unserved"]),
+            f"{s.cost_usd:,.0f}",
+            f"{s.p50_wait_s:.2f}",
+            f"{s.p99_wait_s:.2f}",
+            str(s.cold_starts),
+            str(s.scale_events),
+            str(s.unserved),
             f"{run.wall_s:.1f}",
         )
     if notes:

@@ -33,6 +33,7 @@ metrics are computed per scrape bin in numpy (``metrics.LoadMeter``).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable
@@ -103,6 +104,26 @@ class ModelOutcome:
     timeline: list[TimelinePoint]
 
 
+@dataclass(frozen=True)
+class Summary:
+    """One run's row: the keys of ``gpucap simulate --json``. Waits are over every request
+    (an unserved one counts with its wait until the end)."""
+
+    autoscaler: str
+    knob: float | None
+    slo_attainment: float
+    gpu_hours: float
+    cost_usd: float
+    p50_wait_s: float
+    p99_wait_s: float
+    cold_starts: int
+    scale_events: int
+    unserved: int
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class RunOutcome:
     autoscaler: str
@@ -115,21 +136,22 @@ class RunOutcome:
     def requests(self) -> int:
         return sum(m.requests for m in self.models.values())
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> Summary:
         n = self.requests
-        waits = np.concatenate([m.waits for m in self.models.values()])
-        return {
-            "autoscaler": self.autoscaler,
-            "knob": self.knob,
-            "slo_attainment": sum(m.met_slo for m in self.models.values()) / n if n else 0.0,
-            "gpu_hours": sum(m.gpu_hours for m in self.models.values()),
-            "cost_usd": sum(m.cost_usd for m in self.models.values()),
-            "p50_wait_s": float(np.percentile(waits, 50)) if n else 0.0,
-            "p99_wait_s": float(np.percentile(waits, 99)) if n else 0.0,
-            "cold_starts": sum(m.cold_starts for m in self.models.values()),
-            "scale_events": sum(m.scale_events for m in self.models.values()),
-            "unserved": sum(m.unserved for m in self.models.values()),
-        }
+        ms = self.models.values()
+        waits = np.concatenate([m.waits for m in ms])
+        return Summary(
+            autoscaler=self.autoscaler,
+            knob=self.knob,
+            slo_attainment=sum(m.met_slo for m in ms) / n if n else 0.0,
+            gpu_hours=sum(m.gpu_hours for m in ms),
+            cost_usd=sum(m.cost_usd for m in ms),
+            p50_wait_s=float(np.percentile(waits, 50)) if n else 0.0,
+            p99_wait_s=float(np.percentile(waits, 99)) if n else 0.0,
+            cold_starts=sum(m.cold_starts for m in ms),
+            scale_events=sum(m.scale_events for m in ms),
+            unserved=sum(m.unserved for m in ms),
+        )
 
 
 @dataclass

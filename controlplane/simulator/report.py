@@ -83,10 +83,7 @@ def write_report(
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for auto, runs in tried.items():
-        pts = sorted(
-            (float(r.summary()["gpu_hours"]), float(r.summary()["slo_attainment"]))  # type: ignore[arg-type]
-            for r in runs
-        )
+        pts = sorted((r.summary().gpu_hours, r.summary().slo_attainment) for r in runs)
         if not pts:
             continue
         xs, ys = zip(*pts, strict=True)
@@ -105,7 +102,7 @@ def write_report(
 
     rows_html = []
     for run in shown:
-        s = run.summary()
+        s = run.summary().as_dict()
         cells = "".join(
             f"<td>{html.escape(_fmt(s[k]))}</td>"
             for k in (

@@ -139,8 +139,8 @@ class Simulation:
         for k, value in enumerate(values):
             step = None if progress is None else _step(progress, k, len(values))
             tried.append(self.run(name, value, step))
-        ok = [o for o in tried if float(o.summary()["slo_attainment"]) >= target]  # type: ignore[arg-type]
-        best = min(ok, key=lambda o: float(o.summary()["gpu_hours"])) if ok else None  # type: ignore[arg-type]
+        ok = [o for o in tried if o.summary().slo_attainment >= target]
+        best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
 
 

@@ -88,16 +88,16 @@ def parse_client(text: str, source: str) -> list[ClientWindow]:
 
 
 def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
-    """(pool name, {client file name: text}) for the pool the spec selects."""
+    """(pool name, {client file as named in errors: text}) for the pool the spec selects."""
     path = Path(spec.path)
     texts: dict[tuple[str, str], dict[str, str]] = {}
     if path.is_file() and not path.name.endswith((".tar.gz", ".tgz", ".tar")):
-        return spec.model or path.name.split("-trace")[0], {path.name: _read_text(path)}
+        return spec.model or path.name.split("-trace")[0], {str(path): _read_text(path)}
     if path.is_dir():
         for f in sorted(path.rglob("chunk-*-trace.csv")):
             m = _MEMBER.search(f.as_posix())
             key = (m["category"], m["pool"]) if m else ("", f.parent.name)
-            texts.setdefault(key, {})[f.name] = _read_text(f)
+            texts.setdefault(key, {})[str(f)] = _read_text(f)
     else:
         try:
             with tarfile.open(path, "r:*") as tar:
@@ -109,7 +109,8 @@ def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
                     if fh is None:
                         continue
                     key = (m["category"], m["pool"])
-                    texts.setdefault(key, {})[member.name] = fh.read().decode("utf-8")
+                    source = f"{path}:{member.name}"
+                    texts.setdefault(key, {})[source] = fh.read().decode("utf-8")
         except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
             raise TraceError(str(path), f"cannot read tarball: {exc}") from exc
     if not texts:
@@ -139,7 +140,7 @@ def _read_text(path: Path) -> str:
 
 def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:
     pool, texts = _load_pool_texts(spec)
-    clients = {name: parse_client(text, f"{spec.path}:{name}") for name, text in texts.items()}
+    clients = {name: parse_client(text, name) for name, text in texts.items()}
     clients = {k: v for k, v in clients.items() if v}
     if not clients:
         raise TraceError(spec.path, "the trace is empty: no windows in any client file")

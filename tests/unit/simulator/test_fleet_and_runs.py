@@ -1,0 +1,169 @@
+"""Fleet files (defaults, template clones, errors with lines) and whole replays through the
+runner: service times from the fleet, determinism for a seed, every autoscaler by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controlplane.simulator.engine import Summary
+from controlplane.simulator.runner import ALL, Simulation, autoscaler_names
+from controlplane.simulator.setup import SetupError, build_runs, service_times
+from controlplane.simulator.traces import ModelTrace, Trace, TraceOptions, TraceSpec, read_trace
+from schema.fleet import FleetError, parse_fleet
+
+FLEET = """
+name: t
+coldstart: {capacity_vm_s: 30, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
+models:
+  - name: big
+    shape: 8xH100
+    slots: 4
+    slo_s: 1.0
+    service: {prefill_tokens_per_s: 1000, output_token_s: 0.01}
+    coldstart: {load_init_s: 50}
+template:
+  shape: 1xH100
+  slots: 2
+  slo_s: 0.5
+  service: {per_request_s: 2.0}
+  usd_per_gpu_hour: 3.0
+"""
+
+
+def test_fleet_defaults_template_and_prices() -> None:
+    fleet = parse_fleet(FLEET)
+    big = fleet.model("big")
+    assert big is not None
+    assert big.usd_per_replica_hour == pytest.approx(55.04)  # cheapest 8xH100: p5.48xlarge
+    assert fleet.coldstart_for(big).total_s == pytest.approx(100.0)
+    clone = fleet.model("anything")
+    assert clone is not None and clone.name == "anything" and clone.slots == 2
+    assert clone.usd_per_replica_hour == pytest.approx(3.0)
+    assert fleet.coldstart_for(clone).total_s == pytest.approx(60.0)
+
+
+def test_default_phases_follow_coldstart_md() -> None:
+    fleet = parse_fleet(
+        "template: {shape: 1xH100, slots: 1, slo_s: 1, service: {per_request_s: 1}}"
+    )
+    p = fleet.coldstart
+    assert (p.capacity_vm_s, p.bootstrap_s, p.load_init_s) == (600.0, 60.0, 210.0)
+
+
+_MODEL = (
+    "models:\n  - name: a\n    shape: {shape}\n    slots: 1\n    slo_s: 1\n    service: {service}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            _MODEL.format(shape="8xA100", service="{per_request_s: 1}"),
+            "<fleet>:3:5: models[0].shape: unknown GPU shape",
+        ),
+        (
+            _MODEL.format(shape="1xH100", service="{output_token_s: 1}"),
+            "go together",
+        ),
+        (
+            "template: {shape: 1xH100, slots: 1, slo_s: 1, service: {per_request_s: 1}}\n"
+            "bogus: 1\n",
+            "<fleet>:2:1: bogus: unknown field",
+        ),
+        ("[1, 2]", "expected a mapping"),
+        ("name: x\n", "at least one model or a template"),
+    ],
+)
+def test_fleet_errors_name_line_and_field(text: str, fragment: str) -> None:
+    with pytest.raises(FleetError) as err:
+        parse_fleet(text)
+    assert fragment in str(err.value)
+
+
+def test_service_times_from_tokens_defaults_or_trace() -> None:
+    fleet = parse_fleet(FLEET)
+    big = fleet.model("big")
+    assert big is not None
+    tokens = ModelTrace(
+        "big", np.array([0.0, 1.0]), np.array([1000.0, 0.0]), np.array([100.0, 50.0])
+    )
+    svc, out = service_times(big, tokens)
+    np.testing.assert_allclose(svc, [1.0 + 1.0, 0.5])
+    assert out is not None and out.tolist() == [100.0, 50.0]
+    explicit = ModelTrace("big", np.array([0.0]), None, None, np.array([7.0]))
+    assert service_times(big, explicit)[0].tolist() == [7.0]
+    bare = ModelTrace("big", np.array([0.0]))
+    with pytest.raises(SetupError, match="default_input_tokens"):
+        service_times(big, bare)
+    clone = fleet.model("x")
+    assert clone is not None
+    assert service_times(clone, bare)[0].tolist() == [2.0]
+
+
+def test_model_missing_from_fleet_without_template() -> None:
+    fleet = parse_fleet(FLEET.split("template:")[0])
+    trace = Trace({"other": ModelTrace("other", np.array([0.0]))}, 1.0, "t")
+    with pytest.raises(SetupError, match="not in the fleet"):
+        build_runs(fleet, trace)
+
+
+def _tiny_trace(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(0, 1800, 600))
+    lines = ["timestamp,model,input_tokens,output_tokens,service_s"]
+    lines += [f"{x:.3f},big,{rng.integers(100, 2000)},{rng.integers(10, 200)}," for x in t]
+    lines += [f"{x:.3f},small,,,{rng.uniform(0.5, 3):.3f}" for x in t[::3]]
+    path = tmp_path / "tiny.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_every_autoscaler_runs_and_reports(tmp_path: Path) -> None:
+    sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(_tiny_trace(tmp_path)))]))
+    assert sim.requests == 800
+    for name in ALL:
+        s = sim.run(name).summary()
+        assert s.autoscaler == name
+        assert 0.0 <= s.slo_attainment <= 1.0
+        assert s.gpu_hours > 0
+    oracle = sim.run("oracle", 1.2).summary()
+    assert oracle.slo_attainment == pytest.approx(1.0)
+
+
+def test_same_seed_same_results(tmp_path: Path) -> None:
+    folder = tmp_path / "data" / "reason" / "r1"
+    folder.mkdir(parents=True)
+    (folder / "chunk-0-trace.csv").write_text(
+        "0,3.0,1.2,Gamma,0.7,0.48\n600,6.0,1.0,Weibull,1.0,0.17\n1200,1.0,1.0,Gamma,1.0,1.0\n"
+    )
+    fleet = parse_fleet(FLEET)
+
+    def once(seed: int) -> list[Summary]:
+        trace = read_trace([TraceSpec.parse(f"r1={folder}")], TraceOptions(seed=seed))
+        sim = Simulation(fleet, trace)
+        return [sim.run(n).summary() for n in ("ours", "knative", "oracle")]
+
+    assert once(5) == once(5)
+    assert once(5) != once(6)
+
+
+def test_sweep_reports_the_cheapest_knob_reaching_the_target(tmp_path: Path) -> None:
+    sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(_tiny_trace(tmp_path)))]))
+    result = sim.sweep("oracle", 0.99)
+    assert len(result.tried) == len(sim.knob_values("oracle"))
+    assert result.best is not None
+    ok = [o for o in result.tried if o.summary().slo_attainment >= 0.99]
+    assert result.best.summary().gpu_hours == min(o.summary().gpu_hours for o in ok)
+    impossible = sim.sweep("hpa", 1.01)
+    assert impossible.best is None
+
+
+def test_autoscaler_names() -> None:
+    assert autoscaler_names("all") == list(ALL)
+    assert autoscaler_names("ours, oracle,ours") == ["ours", "oracle"]
+    with pytest.raises(ValueError, match="unknown autoscaler magic"):
+        autoscaler_names("ours,magic")

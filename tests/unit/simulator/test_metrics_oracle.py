@@ -1,0 +1,73 @@
+"""Scrape samples against a brute-force integral, the oracle's demand curve on a hand case,
+and the oracle requesting capacity exactly one cold start ahead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controlplane.simulator.metrics import LoadMeter
+from controlplane.simulator.oracle import OracleAutoscaler, forward_max, zero_wait_concurrency
+from tests.unit.simulator.helpers import PHASES_100, engine, model
+
+
+def _brute(
+    arr: np.ndarray, start: np.ndarray, end: np.ndarray, a: float, b: float
+) -> tuple[float, float]:
+    in_flight = np.clip(np.minimum(b, end) - np.maximum(a, start), 0, None).sum()
+    queued = np.clip(np.minimum(b, start) - np.maximum(a, arr), 0, None).sum()
+    return in_flight / (b - a), queued / (b - a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=60),
+    waits=st.lists(st.floats(0.0, 4.0), min_size=60, max_size=60),
+    services=st.lists(st.floats(0.01, 9.0), min_size=60, max_size=60),
+    split=st.integers(1, 40),
+)
+def test_samples_are_exact_time_averages(
+    gaps: list[float], waits: list[float], services: list[float], split: int
+) -> None:
+    arr = np.cumsum(gaps)
+    n = arr.size
+    start = np.maximum.accumulate(arr + np.array(waits[:n]))  # FCFS: starts never go back
+    svc = np.array(services[:n])
+    end = start + svc
+    meter = LoadMeter(arr, svc, None, interval_s=1.0, history_s=1000.0)
+    horizon = int(np.ceil(end.max())) + 2
+    # In two steps, as ticks do; only starts before each step's time are known then.
+    for upto in (min(split, horizon), horizon):
+        known = start[start < upto].tolist()
+        meter.update(known, upto)
+    samples = list(meter.samples)
+    assert [s.t for s in samples] == [float(k + 1) for k in range(horizon)]
+    for k, s in enumerate(samples):
+        flight, queue = _brute(arr, start, end, k, k + 1.0)
+        assert s.in_flight == pytest.approx(flight, abs=1e-6)
+        assert s.queue_depth == pytest.approx(queue, abs=1e-6)
+        assert s.arrival_rate == float(np.count_nonzero((arr >= k) & (arr < k + 1)))
+
+
+def test_zero_wait_concurrency_hand_case() -> None:
+    conc = zero_wait_concurrency(np.array([0.0, 0.5, 3.0]), np.array([2.0, 2.0, 1.0]), 5.0)
+    # [0,1): 2 at once; [1,2): still 2; [2,3): one left until 2.5; [3,4): 1; [4,5): 0.
+    assert conc[:5].tolist() == [2.0, 2.0, 1.0, 1.0, 0.0]
+
+
+def test_forward_max() -> None:
+    v = np.array([0, 3, 0, 0, 1, 0, 0], dtype=float)
+    assert forward_max(v, 3).tolist() == [3, 3, 1, 1, 1, 0, 0]
+
+
+def test_oracle_requests_one_cold_start_ahead_and_never_waits() -> None:
+    run = model([500.0], 10.0, slo_s=0.5)
+    oracle = OracleAutoscaler.plan([run], 700.0, {"m": PHASES_100.total_s}, headroom=1.0)
+    eng = engine([run], oracle, end_s=700.0, wake_lead_s=PHASES_100.total_s + 1.0)  # type: ignore[arg-type]
+    m = eng.run().models["m"]
+    assert m.waits.tolist() == [0.0] and m.met_slo == 1
+    # Requested at 399 (cold start 100 + one tick ahead), released at 511: 112 s.
+    assert m.gpu_hours == pytest.approx(112 / 3600, abs=2 / 3600)
+    assert m.cold_starts == 1

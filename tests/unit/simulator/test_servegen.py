@@ -1,0 +1,114 @@
+"""ServeGen per-client rate files: arrival synthesis (rate, seed, fitted law), collection
+gaps skipped, pools picked from a folder or the tarball, bad rows named."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
+
+
+def _client(rows: list[str]) -> str:
+    return "\n".join(rows) + "\n"
+
+
+def _pool(root: Path, category: str, pool: str, clients: dict[int, list[str]]) -> Path:
+    folder = root / "data" / category / pool
+    folder.mkdir(parents=True)
+    for n, rows in clients.items():
+        (folder / f"chunk-{n}-trace.csv").write_text(_client(rows))
+    return folder
+
+
+STEADY = [
+    "0,2.0,1.0,Gamma,1.0,0.5",
+    "600,2.0,0.9,Weibull,1.1,0.52",
+    "1200,1.0,1.2,Gamma,0.7,1.43",
+]
+
+
+def test_rates_follow_the_windows(tmp_path: Path) -> None:
+    folder = _pool(
+        tmp_path,
+        "language",
+        "m-x",
+        {0: STEADY, 1: ["0,0,0,,0,0", "600,1.0,1.0,Gamma,1.0,1.0", "1200,0,0,,0,0"]},
+    )
+    trace = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=3))
+    m = trace.models["m-x"]
+    counts = np.histogram(m.arrivals, bins=[0, 600, 1200, 1800])[0]
+    expected = np.array([2.0, 3.0, 1.0]) * 600
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))  # within 5 sigma
+    assert trace.end_s == pytest.approx(1800.0)
+    assert bool(np.all(np.diff(m.arrivals) >= 0))
+
+
+def test_same_seed_same_arrivals_other_seed_differs(tmp_path: Path) -> None:
+    folder = _pool(tmp_path, "reason", "r1", {0: STEADY})
+    a = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=7)).models["r1"].arrivals
+    b = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=7)).models["r1"].arrivals
+    c = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=8)).models["r1"].arrivals
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_rate_scale_multiplies_arrivals(tmp_path: Path) -> None:
+    folder = _pool(tmp_path, "reason", "r1", {0: STEADY})
+    one = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=1)).requests
+    four = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=1, rate_scale=4)).requests
+    assert 3.6 < four / one < 4.4
+
+
+def test_collection_gaps_are_skipped(tmp_path: Path) -> None:
+    # Window 600 carries ~0 for every client while its neighbours carry load: a data gap.
+    rows = ["0,5.0,1.0,Gamma,1.0,0.2", "600,0.01,1.0,Gamma,1.0,100", "1200,5.0,1.0,Gamma,1.0,0.2"]
+    folder = _pool(tmp_path, "language", "m-mid", {0: rows, 1: rows})
+    trace = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=2))
+    arr = trace.models["m-mid"].arrivals
+    assert trace.end_s == pytest.approx(1200.0)  # two windows kept, spliced together
+    counts = np.histogram(arr, bins=[0, 600, 1200])[0]
+    assert counts.min() > 0.8 * 6000  # no empty stretch where the gap was
+
+
+def test_tarball_needs_a_pool_and_finds_it_by_model(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    _pool(root, "language", "m-large", {0: STEADY})
+    _pool(root, "reason", "deepseek-r1", {3: STEADY})
+    tar_path = tmp_path / "servegen_client_traces.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        tar.add(root / "data", arcname="data")
+    with pytest.raises(TraceError, match="pick one ServeGen pool"):
+        read_trace([TraceSpec.parse(str(tar_path))])
+    by_model = read_trace([TraceSpec.parse(f"deepseek-r1={tar_path}")])
+    assert list(by_model.models) == ["deepseek-r1"]
+    by_pool = read_trace([TraceSpec.parse(f"r1={tar_path}#reason/deepseek-r1")])
+    assert list(by_pool.models) == ["r1"]
+    assert np.array_equal(by_model.models["deepseek-r1"].arrivals, by_pool.models["r1"].arrivals)
+    with pytest.raises(TraceError, match="no ServeGen pool named 'm-tiny'"):
+        read_trace([TraceSpec.parse(f"{tar_path}#m-tiny")])
+
+
+def test_single_client_file_detected_without_header(tmp_path: Path) -> None:
+    path = tmp_path / "chunk-9-trace.csv"
+    path.write_text(_client(STEADY))
+    trace = read_trace([TraceSpec.parse(f"solo={path}")], TraceOptions(seed=1))
+    assert list(trace.models) == ["solo"]
+    assert trace.requests > 2000
+
+
+def test_bad_row_names_the_line(tmp_path: Path) -> None:
+    folder = _pool(tmp_path, "language", "m-x", {0: [*STEADY, "1800,1.0,1.0,Pareto,1.0,1.0"]})
+    with pytest.raises(
+        TraceError, match=r"chunk-0-trace\.csv:4: distribution must be Gamma or Weibull"
+    ):
+        read_trace([TraceSpec.parse(str(folder))])
+
+
+def test_all_idle_is_empty(tmp_path: Path) -> None:
+    folder = _pool(tmp_path, "language", "m-x", {0: ["0,0,0,,0,0", "600,0,0,,0,0"]})
+    with pytest.raises(TraceError, match="no requests"):
+        read_trace([TraceSpec.parse(str(folder))])

@@ -1,0 +1,158 @@
+"""Trace readers: every format from small files written here, plain and gzipped, and the
+errors that must name the file, the line and the problem."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
+
+
+def _write(path: Path, text: str, gz: bool = False) -> Path:
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+AZURE = (
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 18:17:03.9799600,4808,10\n"
+    "2023-11-16 18:17:04.0319600,3180,8\n"
+    "2023-11-16 18:17:06.5000000,100,200\n"
+)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_azure_csv_as_published(tmp_path: Path, gz: bool) -> None:
+    path = _write(tmp_path / ("code.csv.gz" if gz else "code.csv"), AZURE, gz)
+    trace = read_trace([TraceSpec.parse(str(path))])
+    m = trace.models["code"]
+    np.testing.assert_allclose(m.arrivals, [0.0, 0.052, 2.52004], atol=1e-6)
+    assert m.input_tokens is not None and m.output_tokens is not None
+    assert m.input_tokens.tolist() == [4808, 3180, 100]
+    assert m.output_tokens.tolist() == [10, 8, 200]
+    assert m.service_s is None
+    assert trace.requests == 3
+
+
+def test_two_absolute_files_align_on_the_earliest_arrival(tmp_path: Path) -> None:
+    a = _write(tmp_path / "a.csv", AZURE)
+    b = _write(
+        tmp_path / "b.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:01.9799600,1,1\n",
+    )
+    trace = read_trace([TraceSpec.parse(f"code={a}"), TraceSpec.parse(f"conv={b}")])
+    assert trace.models["conv"].arrivals.tolist() == [0.0]
+    assert trace.models["code"].arrivals[0] == pytest.approx(2.0)
+    assert trace.requests == 4
+
+
+def test_generic_csv_seconds_tokens_and_service(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "mix.csv",
+        "timestamp,model,input_tokens,output_tokens,service_s\n"
+        "0.5,a,100,10,\n"
+        "0.0,b,,,2.5\n"
+        "1.5,,200,20,\n",
+    )
+    trace = read_trace([TraceSpec.parse(f"dflt={path}")])
+    assert sorted(trace.models) == ["a", "b", "dflt"]
+    assert trace.models["b"].service_s is not None
+    assert trace.models["b"].service_s.tolist() == [2.5]
+    assert trace.models["a"].service_s is None
+    assert trace.models["dflt"].arrivals.tolist() == [1.5]
+
+
+def test_generic_csv_iso_timestamps_sorted(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "iso.csv.gz",
+        "timestamp,service_s\n2024-01-01T00:00:10Z,1\n2024-01-01T00:00:00Z,2\n",
+        gz=True,
+    )
+    m = read_trace([TraceSpec.parse(f"x={path}")]).models["x"]
+    assert m.arrivals.tolist() == [0.0, 10.0]
+    assert m.service_s is not None and m.service_s.tolist() == [2.0, 1.0]
+
+
+def test_mooncake_jsonl_ms(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "mc.jsonl",
+        '{"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [1]}\n'
+        "\n"
+        '{"timestamp": 2500, "input_length": 10, "output_length": 5}\n',
+    )
+    m = read_trace([TraceSpec.parse(f"kimi={path}")]).models["kimi"]
+    assert m.arrivals.tolist() == [0.0, 2.5]
+    assert m.input_tokens is not None and m.input_tokens.tolist() == [6955, 10]
+
+
+def test_window_selects_and_rebases(tmp_path: Path) -> None:
+    path = _write(tmp_path / "g.csv", "timestamp,service_s\n0,1\n10,1\n20,1\n30,1\n")
+    trace = read_trace([TraceSpec.parse(str(path))], TraceOptions(start_s=10, end_s=30))
+    assert trace.models["g"].arrivals.tolist() == [0.0, 10.0]
+    assert trace.end_s == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        (AZURE + "2023-11-16 18:17:07.0,abc,1\n", 5, "ContextTokens: not a number"),
+        (AZURE + "2023-11-16 18:17:07.0,1\n", 5, "expected 3 columns"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,1\n", 2, "timestamp"),
+        ("timestamp,service_s\n1,-3\n", 2, "service_s: must be a finite number >= 0"),
+        ("timestamp,model,input_tokens,output_tokens,service_s\n1,a,,,\n", 2, "needs input"),
+    ],
+)
+def test_malformed_line_names_file_line_and_problem(
+    tmp_path: Path, text: str, line: int, fragment: str
+) -> None:
+    path = _write(tmp_path / "bad.csv", text)
+    with pytest.raises(TraceError) as err:
+        read_trace([TraceSpec.parse(str(path))])
+    assert err.value.line == line
+    assert str(err.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(err.value)
+
+
+def test_bad_jsonl_line(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "m.jsonl", '{"timestamp": 1, "input_length": 1, "output_length": 1}\n{x\n'
+    )
+    with pytest.raises(TraceError, match=r"m\.jsonl:2: invalid JSON"):
+        read_trace([TraceSpec.parse(str(path))])
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("", "the trace is empty"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n", "header but no requests"),
+        ("a,b,c\n1,2,3\n", "unrecognised trace format"),
+    ],
+)
+def test_empty_or_unknown_is_an_error(tmp_path: Path, text: str, fragment: str) -> None:
+    path = _write(tmp_path / "t.csv", text)
+    with pytest.raises(TraceError, match=fragment):
+        read_trace([TraceSpec.parse(str(path))])
+
+
+def test_missing_file_and_not_gzip(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        read_trace([TraceSpec.parse(str(tmp_path / "nope.csv"))])
+    bad = tmp_path / "x.csv.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(TraceError, match="cannot read"):
+        read_trace([TraceSpec.parse(str(bad))])
+
+
+def test_spec_parsing() -> None:
+    assert TraceSpec.parse("m=/a/b.csv") == TraceSpec("/a/b.csv", "m", None)
+    assert TraceSpec.parse("/a/b.csv") == TraceSpec("/a/b.csv", None, None)
+    assert TraceSpec.parse("/a/t.tar.gz#m-large") == TraceSpec("/a/t.tar.gz", None, "m-large")
