@@ -222,7 +222,8 @@ class ControlPlaneService:
         """
         loaded = parse_policy(text, source=source or "<policy>")
         policy = loaded.policy
-        with self._write_lock, self.store.session() as s:
+
+        def do(s: Session) -> AppliedPolicy:
             now = self._clock()
             cust = s.get(Customer, policy.customer)
             if cust is None:
@@ -270,6 +271,8 @@ class ControlPlaneService:
                 customer=policy.customer,
             )
             return AppliedPolicy(row, changed=True)
+
+        return self._write(do)
 
     def get_policy(self, customer: str | None = None, version: int | None = None) -> PolicyView:
         with self.store.session() as s:

@@ -443,3 +443,30 @@ def test_policy_that_no_longer_fits_an_api_model_warns(svc: ControlPlaneService)
     assert "spec.regions[0]" in warning.message
     # Its pools follow the policy: nothing in us-west-2 stays active.
     assert not [p for p in svc.list_pools() if p.row.region == "us-west-2"]
+
+
+def test_write_retries_when_a_daemon_job_updated_the_row_meanwhile(store: Store) -> None:
+    """The decide job writes desired_replicas on the same model rows the API writes spec and
+    overrides on; the optimistic version check turns a lost update into a retry."""
+    interfered: list[int] = []
+
+    class InterferingClock(StepClock):
+        def __call__(self) -> datetime:
+            if armed and not interfered:  # between the service's read and its write
+                with store.session() as other:
+                    row = other.scalar(select(ModelRow).where(ModelRow.name == "llama-70b"))
+                    assert row is not None
+                    row.desired_replicas, row.desired_reason = 7, "scale_up"
+                interfered.append(1)
+            return super().__call__()
+
+    armed = False
+    svc = ControlPlaneService(store, clock=InterferingClock())
+    svc.apply_policy(example_policy(), "a.yaml", "alice")
+    armed = True
+
+    pinned = svc.pin_model("acme", "llama-70b", 5)
+
+    assert interfered == [1]
+    assert pinned.row.pinned_replicas == 5
+    assert (pinned.row.desired_replicas, pinned.row.desired_reason) == (7, "scale_up")
