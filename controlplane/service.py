@@ -42,6 +42,7 @@ from schema.policy import Model as ModelSpec
 from schema.policy import Policy, Problem, semantic_problems
 from schema.policy_file import (
     LoadedPolicy,
+    PolicyError,
     parse_policy,
     problems_from_validation_error,
 )
@@ -257,7 +258,7 @@ class ControlPlaneService:
             s.add(row)
             s.flush()
             cust.active_policy_id = row.id
-            _sync_accounts(s, policy, self._external_ids)
+            _sync_accounts(s, policy, _account_names(active), self._external_ids, now)
             _sync_policy_models(s, policy, now)
             _sync_pools(s, policy, now)
             _warn_unfit_api_models(s, policy, now)
@@ -820,7 +821,17 @@ def _may_overflow(policy: Policy, model: str) -> bool:
     return o.enabled and (not o.models or model in o.models)
 
 
-def _sync_accounts(s: Session, policy: Policy, external_ids: ExternalIdGenerator | None) -> None:
+def _sync_accounts(
+    s: Session,
+    policy: Policy,
+    previously_allowed: set[str],
+    external_ids: ExternalIdGenerator | None,
+    now: datetime,
+) -> None:
+    """Upsert the policy's accounts. An account the policy drops is *kept* (with its last
+    credentials reference): nodes may still run there, and the reconciler needs it to drain
+    and terminate them and the garbage collector to find orphans. Placement never reads
+    accounts, only active pools, so a kept account gets no new replicas."""
     existing = {
         a.name: a for a in s.scalars(select(Account).where(Account.customer == policy.customer))
     }
@@ -837,7 +848,28 @@ def _sync_accounts(s: Session, policy: Policy, external_ids: ExternalIdGenerator
             # never takes the id from the customer's file (providers/credentials.py).
             row.external_id = external_ids.for_customer(policy.customer)
     for row in existing.values():
-        s.delete(row)
+        if row.name not in previously_allowed:
+            continue  # dropped by an earlier version; already announced
+        _event(
+            s,
+            now,
+            "account.removed",
+            f"account {row.name} ({row.cloud}) is no longer in the policy of "
+            f"{policy.customer}: no new replicas there; its nodes drain",
+            customer=policy.customer,
+            severity="warning",
+        )
+
+
+def _account_names(version: PolicyVersion | None) -> set[str]:
+    """Account names of a stored policy version (empty when none, or when it no longer
+    parses under today's rules: then nothing is announced as removed)."""
+    if version is None:
+        return set()
+    try:
+        return {a.name for a in parse_policy(version.raw_yaml).policy.accounts}
+    except PolicyError:
+        return set()
 
 
 def _sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:

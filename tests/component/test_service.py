@@ -470,3 +470,27 @@ def test_write_retries_when_a_daemon_job_updated_the_row_meanwhile(store: Store)
     assert interfered == [1]
     assert pinned.row.pinned_replicas == 5
     assert (pinned.row.desired_replicas, pinned.row.desired_reason) == (7, "scale_up")
+
+
+def test_dropped_account_is_kept_for_draining_and_announced_once(
+    svc: ControlPlaneService, store: Store
+) -> None:
+    text = example_policy()
+    svc.apply_policy(text, "a.yaml", "alice")
+    start = text.index("  # The customer's own GCP project")
+    end = text.index("  # gpucap's shared Oracle capacity")
+    no_gcp = edited(text[:start] + text[end:], "clouds: [aws, gcp, oci]", "clouds: [aws, oci]")
+
+    svc.apply_policy(no_gcp, "a.yaml", "bob")
+    svc.apply_policy(edited(no_gcp, "max_replicas: 40", "max_replicas: 39"), "a.yaml", "bob")
+
+    with store.session() as s:
+        gcp = s.scalar(select(Account).where(Account.name == "acme-gcp"))
+        # The reconciler still needs the credentials reference to terminate its nodes.
+        assert gcp is not None and gcp.credentials_ref["project"] == "acme-inference"
+    assert [e.message for e in svc.events(limit=1000) if e.kind == "account.removed"] == [
+        "account acme-gcp (gcp) is no longer in the policy of acme: no new replicas there; "
+        "its nodes drain"
+    ]
+    assert not [p for p in svc.list_pools() if p.row.cloud == "gcp"]
+    assert {p.row.cloud for p in svc.list_pools(include_inactive=True)} >= {"gcp"}
