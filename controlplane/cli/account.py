@@ -174,11 +174,11 @@ def check(
         path = resolve_account_file(target, accounts_dir(accounts_directory))
         loaded = load_account_file(path)
     except LookupError as exc:
-        err_console().print(f"account check: {exc}", markup=False, highlight=False)
+        err_console().print(f"account check: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_REJECTED) from None
     except PolicyError as exc:
         for p in exc.problems:
-            err_console().print(str(p), markup=False, highlight=False)
+            err_console().print(str(p), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_REJECTED) from None
 
     findings, external_id = run_check(loaded, endpoint_url=endpoint_url, customer=customer)
@@ -218,16 +218,24 @@ def _print_table(
         markup=False,
         highlight=False,
     )
-    out.print(f"credentials: {refs or 'default chain'}", markup=False, highlight=False)
+    out.print(
+        f"credentials: {refs or 'default chain'}", markup=False, highlight=False, soft_wrap=True
+    )
     if external_id:
         out.print(
             f"external id (for the customer's trust policy): {external_id}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
     table = Table("CHECK", "TARGET", "RESULT", "DETAIL")
     for f in findings:
         # Text(): details quote cloud messages, which may contain [brackets] rich would eat.
         table.add_row(Text(f.check), Text(f.target), "ok" if f.ok else "FAIL", Text(f.detail))
     out.print(table)
-    out.print("all checks passed" if ok else "some checks FAILED", markup=False, highlight=False)
+    out.print(
+        "all checks passed" if ok else "some checks FAILED",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

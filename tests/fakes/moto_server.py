@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import socket
 import threading
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -54,6 +56,7 @@ class FaultRule:
     remaining: int = 1
     zone: str | None = None  # only requests naming this AZ
     drop_response: bool = False  # forward, then drop the connection instead of answering
+    body: bytes | None = None  # a canned JSON answer (status ``status``) for what moto lacks
 
 
 @dataclass
@@ -169,7 +172,17 @@ class _Handler(BaseHTTPRequestHandler):
             zone = form.get("Placement.AvailabilityZone", [None])[0]
             with self.server.faults.lock:
                 self.server.faults.last_form[action] = form
+        target = self.headers.get("X-Amz-Target", "")
+        if not action and target:  # JSON-protocol services name the operation in a header
+            action = target.rsplit(".", 1)[-1]
         rule = self.server.faults.take(action, zone) if action else None
+        if rule is not None and rule.body is not None:
+            self.send_response(rule.status)
+            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Length", str(len(rule.body)))
+            self.end_headers()
+            self.wfile.write(rule.body)
+            return
         if rule is None and action == "AssumeRole":
             rule = self.server.faults.check_trust(form)
         if rule is not None and not rule.drop_response:
@@ -247,6 +260,19 @@ class MotoEmulator:
         message: str = "",
     ) -> None:
         self.faults.add(FaultRule(action, code, status, message, count, zone))
+
+    def respond(self, action: str, body: dict[str, Any], *, count: int = 1) -> None:
+        """Answer the next ``count`` ``action`` calls (JSON protocol) with ``body``."""
+        self.faults.add(
+            FaultRule(action, status=200, remaining=count, body=json.dumps(body).encode())
+        )
+
+    def reset_state(self) -> None:
+        """Forget every resource moto holds (``POST /moto-api/reset``), for tests that
+        need an empty account."""
+        req = urllib.request.Request(f"{self.direct_url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - 127.0.0.1
+            resp.read()
 
     def drop_next_response(self, action: str = "RunInstances") -> None:
         self.faults.add(FaultRule(action, drop_response=True))
