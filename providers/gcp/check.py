@@ -8,8 +8,10 @@ Findings name references (project, service account, image family), never a token
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from providers.errors import ProviderError
 from providers.gcp import errors as gerr
@@ -26,7 +28,15 @@ class Finding:
     detail: str
 
 
-def preflight(provider: GcpProvider, regions: Sequence[str]) -> list[Finding]:
+def preflight(
+    provider: GcpProvider,
+    regions: Sequence[str],
+    *,
+    images: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    """``images``: region -> image reference to check (``projects/P/global/images/NAME``,
+    ``projects/P/global/images/family/FAMILY``, a full URL, or a bare name in the
+    account's project); without it, the adapter's base image family."""
     session = provider.session
     out: list[Finding] = []
     who = session.service_account or "application default credentials"
@@ -79,23 +89,40 @@ def preflight(provider: GcpProvider, regions: Sequence[str]) -> list[Finding]:
                     "quota",
                     region,
                     any(v >= 8 for k, v in free.items() if k != "GPUS_ALL_REGIONS"),
-                    ", ".join(f"{k}: {v:g} free" for k, v in sorted(free.items()))
+                    ", ".join(f"{k}: {v:.0f} free" for k, v in sorted(free.items()))
                     or "no GPU quota reported",
                 )
             )
         except Exception as exc:
             out.append(Finding("offerings", region, False, _why(exc)))
 
-    family = provider.base_image.rsplit("/", 1)[-1]
-    image_project = provider.base_image.split("/")[1]
-    try:
-        img = session.client("ImagesClient").get_from_family(
-            project=image_project, family=family, retry=None, timeout=CALL_TIMEOUT_S
-        )
-        out.append(Finding("image", provider.base_image, True, f"{img.name} ({img.status})"))
-    except Exception as exc:
-        out.append(Finding("image", provider.base_image, False, _why(exc)))
+    # GCP images are global: the default base image is checked once; account files may name
+    # an image (or family) per region.
+    wanted = dict(images) if images else {"all regions": provider.base_image}
+    for where, ref in sorted(wanted.items()):
+        out.append(_image_finding(provider, where, ref))
     return out
+
+
+_IMAGE_REF = re.compile(r"(?:^|/)projects/([^/]+)/global/images/(family/)?([^/]+)$")
+
+
+def _image_finding(provider: GcpProvider, where: str, ref: str) -> Finding:
+    session = provider.session
+    m = _IMAGE_REF.search(ref)
+    project, is_family, name = (m[1], bool(m[2]), m[3]) if m else (session.project, False, ref)
+    client: Any = session.client("ImagesClient")
+    try:
+        if is_family:
+            img = client.get_from_family(
+                project=project, family=name, retry=None, timeout=CALL_TIMEOUT_S
+            )
+        else:
+            img = client.get(project=project, image=name, retry=None, timeout=CALL_TIMEOUT_S)
+    except Exception as exc:
+        return Finding("image", f"{where}: {ref}", False, _why(exc))
+    ready = img.status == "READY"
+    return Finding("image", f"{where}: {ref}", ready, f"{img.name} ({img.status})")
 
 
 def _why(exc: BaseException) -> str:

@@ -36,7 +36,7 @@ def test_missing_image_unknown_region_and_no_quota_fail_by_name(
         fake.set_quota(project, "us-east4", metric, 0)
     findings = by_check(preflight(make_provider(fake, project), ["us-east4", "asia-south9"]))
     assert not findings[
-        ("image", f"projects/{project}/global/images/family/{BASE_IMAGE_FAMILY}")
+        ("image", f"all regions: projects/{project}/global/images/family/{BASE_IMAGE_FAMILY}")
     ].ok
     assert not findings[("region", "asia-south9")].ok
     assert "NotFound" in findings[("region", "asia-south9")].detail
@@ -57,3 +57,19 @@ def test_refused_impersonation_fails_at_credentials_and_stops(fake: FakeGcp) -> 
     assert [(f.check, f.ok) for f in findings] == [("credentials", False)]
     assert "AuthFailed" in findings[0].detail
     assert "ya29" not in findings[0].detail
+
+
+def test_images_named_per_region_are_each_checked(fake: FakeGcp, project: str) -> None:
+    fake.add_image(project, "llama-baked-v3")
+    findings = by_check(
+        preflight(
+            make_provider(fake, project),
+            ["us-central1"],
+            images={
+                "us-central1": f"projects/{project}/global/images/llama-baked-v3",
+                "us-east4": "missing-image",
+            },
+        )
+    )
+    assert findings[("image", f"us-central1: projects/{project}/global/images/llama-baked-v3")].ok
+    assert not findings[("image", "us-east4: missing-image")].ok
