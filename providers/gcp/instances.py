@@ -99,7 +99,6 @@ class GcpInstances:
         # fail) well within 2 min (clouds.md §A.4, §D.2).
         self.op_deadline_s = op_deadline_s
         self.sleep = sleep
-        self._zones: dict[str, list[str]] = {}
 
     @property
     def _client(self) -> Any:
