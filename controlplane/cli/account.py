@@ -202,7 +202,10 @@ def check(
         failed = [f for f in findings if not f.ok]
         reasons = "; ".join(f"{f.check} {f.target}: {f.detail}" for f in failed)
         err_console().print(
-            f"account check failed for {spec.name}: {reasons}", markup=False, highlight=False
+            f"account check failed for {spec.name}: {reasons}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(EXIT_REJECTED)
 
