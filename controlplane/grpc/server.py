@@ -159,9 +159,14 @@ def _unary(
 
 
 class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
-    def __init__(self, service: ControlPlaneService, stopping: threading.Event) -> None:
+    def __init__(
+        self, service: ControlPlaneService, stopping: threading.Event, max_streams: int
+    ) -> None:
         self.svc = service
         self._stopping = stopping
+        # Each open stream holds a worker thread for its lifetime; capping them keeps
+        # threads free for unary calls however many `events --follow` are open.
+        self._stream_slots = threading.BoundedSemaphore(max_streams)
 
     @_unary
     def ValidatePolicy(
@@ -296,10 +301,17 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def StreamEvents(
         self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.Event]:
+        if not self._stream_slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "too many open event streams; retry later or use ListEvents",
+            )
         try:
             yield from self._stream_events(request, context)
         except Exception as exc:  # mapped to a status; bugs are logged
             _abort(context, exc, "StreamEvents")
+        finally:
+            self._stream_slots.release()
 
     def _stream_events(
         self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
@@ -412,7 +424,8 @@ def serve(
         interceptors=interceptors,
     )
     stopping = threading.Event()
-    pb_grpc.add_ControlPlaneServicer_to_server(ControlPlaneServicer(service, stopping), server)
+    servicer = ControlPlaneServicer(service, stopping, max_streams=max(1, max_workers // 2))
+    pb_grpc.add_ControlPlaneServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -518,3 +518,34 @@ def test_tls_with_token_on_loopback(svc: ControlPlaneService, tmp_path: Path) ->
             assert err.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         srv.stop(grace=0)
+
+
+def test_event_streams_are_capped_so_unary_calls_keep_working(
+    svc: ControlPlaneService, applied: pb.ApplyPolicyResponse
+) -> None:
+    srv = serve(svc, "127.0.0.1:0", max_workers=4)  # at most 2 streams
+    try:
+        with ControlPlaneClient(f"127.0.0.1:{srv.port}") as c:
+            request = pb.StreamEventsRequest(tail=1)
+            open_streams = [c.stub.StreamEvents(request) for _ in range(2)]
+            for stream in open_streams:
+                next(stream)  # each is now holding its slot
+            third = c.stub.StreamEvents(request)
+            assert _fails(next, third).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert c.stub.GetStatus(pb.GetStatusRequest()).customers == 1
+            open_streams[0].cancel()
+            # The slot frees once the cancelled handler notices (within one poll).
+            deadline = time.monotonic() + 5
+            while True:
+                again = c.stub.StreamEvents(request)
+                try:
+                    assert next(again).kind
+                    break
+                except grpc.RpcError as err:
+                    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert time.monotonic() < deadline, "slot never freed"
+                    time.sleep(0.1)
+            again.cancel()
+            open_streams[1].cancel()
+    finally:
+        srv.stop(grace=0)

@@ -121,13 +121,17 @@ class ControlPlaneServicer:
 
     def ValidatePolicy(self, request, context):
         """Policy files (one YAML document per customer).
+        Checks a policy without applying it: a bad policy is a successful call with
+        valid=false and its problems.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ApplyPolicy(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Validates and applies in one transaction; a bad policy is INVALID_ARGUMENT (with a
+        PolicyProblems detail) and the active policy stays as it was.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -216,7 +220,8 @@ class ControlPlaneServicer:
 
     def StreamEvents(self, request, context):
         """Existing events after `since_id`, then new ones as they happen, until the client
-        cancels or the server stops.
+        cancels or the server stops. Open streams are capped per server: beyond the cap,
+        RESOURCE_EXHAUSTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
