@@ -13,7 +13,10 @@ def demo_traffic(seed: int = 7) -> SyntheticTraffic:
                 base_rps=15.0, service_s=3.0, burst_factor=5.0, burst_every_s=80.0
             ),
             ("demo", "coder-32b"): TrafficShape(
-                base_rps=10.0, service_s=4.0, burst_factor=4.0, burst_every_s=70.0,
+                base_rps=10.0,
+                service_s=4.0,
+                burst_factor=4.0,
+                burst_every_s=70.0,
                 first_burst_s=20.0,
             ),
         },
