@@ -37,6 +37,7 @@ from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
 from schema.daemon_config import DaemonConfig
 from schema.policy_file import PolicyError
+from schema.policy_includes import read_policy_text
 
 log = structlog.get_logger("gpucap.daemon")
 
@@ -149,9 +150,10 @@ class Daemon:
         texts = list(self.wiring.policy_texts)
         for path in self.wiring.policy_files:
             try:
-                texts.append((str(path), path.read_text(encoding="utf-8")))
-            except OSError as exc:
-                log.error("policy.unreadable", file=str(path), error=str(exc))
+                texts.append((str(path), read_policy_text(path)))  # account includes expanded
+            except PolicyError as exc:
+                problems = [str(p) for p in exc.problems]
+                log.error("policy.unreadable", file=str(path), problems=problems)
         for source, text in texts:
             try:
                 pv = self.service.apply_policy(text, source=source, applied_by="daemon")

@@ -36,12 +36,12 @@ class LoadedPolicy:
 
 
 def load_policy_file(path: str | Path) -> LoadedPolicy:
+    # Account includes ("- file: accounts/x.yaml") are expanded as the file is read
+    # (schema/policy_includes.py; imported here because it imports this module).
+    from schema.policy_includes import read_policy_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError([Problem((), f"cannot read file: {exc}", file=str(p))]) from exc
-    return parse_policy(text, source=str(p))
+    return parse_policy(read_policy_text(p), source=str(p))
 
 
 def parse_policy(text: str, source: str = "<policy>") -> LoadedPolicy:

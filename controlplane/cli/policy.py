@@ -34,6 +34,7 @@ from controlplane.cli.remote import (
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Problem, json_schema
 from schema.policy_file import LoadedPolicy, PolicyError, load_policy_file, parse_policy
+from schema.policy_includes import read_policy_text
 
 policy_app = typer.Typer(
     name="policy",
@@ -55,9 +56,10 @@ def _read(file: Path) -> tuple[str, str]:
     if str(file) == "-":
         return sys.stdin.read(), "<stdin>"
     try:
-        return file.read_text(encoding="utf-8"), str(file)
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{file}: cannot read file: {exc}")
+        # Account includes expanded here, so the daemon gets a self-contained policy.
+        return read_policy_text(file), str(file)
+    except PolicyError as exc:
+        fail("\n".join(str(p) for p in exc.problems))
 
 
 def _load(file: Path) -> LoadedPolicy:
