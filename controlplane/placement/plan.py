@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from schema.catalog import parse_gpu_shape
 from schema.policy import Model, Overflow, ShapeOption
@@ -147,14 +147,40 @@ def _effective_tier(pool: PoolView, nodes_in_use: int) -> CapacityTier:
     return pool.tier
 
 
+# Filters that express what the policy allows (as opposed to a pool's passing condition).
+# A live replica in a pool that fails one of them must move: invariant 2 of BRIEF.md.
+POLICY_FILTERS = FILTERS[:4]
+
+
 def place(inp: PlacementInput) -> Plan:
-    """Launch or drain replicas so the model has ``inp.desired`` live replicas."""
+    """Launch or drain replicas so the model has ``inp.desired`` live replicas, all in pools
+    its policy allows. A replica in a pool the policy no longer allows (or that is gone
+    from the policy) is drained and replaced."""
+    pools = {p.id: p for p in inp.pools}
+    misplaced = [
+        r
+        for r in inp.replicas
+        if (pool := pools.get(r.pool_id)) is None
+        or not all(ok(inp, pool) for _, ok in POLICY_FILTERS)
+    ]
+    moved = tuple(Drain(r.id, "pool no longer allowed by the policy") for r in misplaced)
+    if moved:
+        gone = {r.id for r in misplaced}
+        inp = replace(inp, replicas=tuple(r for r in inp.replicas if r.id not in gone))
     live = len(inp.replicas)
     if inp.desired < live:
-        return _drain(inp, live - inp.desired)
-    if inp.desired == live:
-        return Plan(detail=f"{live} live replicas match desired")
-    return _launch(inp, inp.desired - live)
+        plan = _drain(inp, live - inp.desired)
+    elif inp.desired == live:
+        plan = Plan(detail=f"{live} live replicas match desired")
+    else:
+        plan = _launch(inp, inp.desired - live)
+    if not moved:
+        return plan
+    return replace(
+        plan,
+        drains=moved + plan.drains,
+        detail=f"{plan.detail}; move {len(moved)} replica(s) out of disallowed pools",
+    )
 
 
 def _launch(inp: PlacementInput, wanted: int) -> Plan:

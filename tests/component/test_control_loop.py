@@ -228,3 +228,25 @@ def test_deleted_model_releases_every_node(loop, world, store):
     run(ctl, clock, 10)
     assert live_nodes(store, "coder-32b") == []
     assert_no_leak(store, sim)
+
+
+def test_policy_that_drops_a_cloud_moves_replicas_out(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    for it in ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"):  # AWS full: forces GCP
+        sim.set_capacity(Cloud.AWS, "us-east-1", it, 0)
+    load.load[("demo", "llama-70b")] = 100.0
+    run(ctl, clock, 15)
+    assert {n.cloud for n in live_nodes(store, "llama-70b")} - {"aws"}
+    for it in ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"):
+        sim.set_capacity(Cloud.AWS, "us-east-1", it, 10)
+    clock.t += 120  # past the stockout block
+    narrowed = POLICY.replace(
+        "    latency_slo_ms: 1500\n", "    latency_slo_ms: 1500\n    clouds: [aws]\n", 1
+    )
+    ControlPlaneService(store).apply_policy(narrowed, source="demo", applied_by="test")
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "llama-70b")
+    assert nodes and {n.cloud for n in nodes} == {"aws"}
+    assert all(n.state == NodeState.READY for n in nodes)
+    assert_no_leak(store, sim)

@@ -144,6 +144,19 @@ def test_drain_order_shared_first_then_not_ready_then_dearest():
     ]
 
 
+def test_replicas_in_disallowed_pools_move():
+    pools = [pool("aws"), pool("gcp", cloud="gcp", instance_type="a3-highgpu-8g")]
+    replicas = (
+        ReplicaView("r-gcp", "gcp", "8xH100", ready=True, created_at=1.0),
+        ReplicaView("r-gone", "removed-pool", "8xH100", ready=True, created_at=2.0),
+        ReplicaView("r-aws", "aws", "8xH100", ready=True, created_at=3.0),
+    )
+    spec = MODEL.model_copy(update={"clouds": ["aws"]})  # the policy dropped gcp
+    plan = place(inp(3, pools, replicas=replicas, model=ModelView("acme", "llama-70b", spec)))
+    assert {d.replica_id for d in plan.drains} == {"r-gcp", "r-gone"}
+    assert [x.pool_id for x in plan.launches] == ["aws", "aws"]
+
+
 @given(
     desired=st.integers(0, 40),
     live=st.integers(0, 40),
