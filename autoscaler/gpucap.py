@@ -40,9 +40,16 @@ from autoscaler.types import (
     NoData,
     State,
 )
-from autoscaler.window import mean_arrival_rate, mean_metric, recent, scrape_interval
+from autoscaler.window import (
+    latest_t,
+    mean_arrival_rate,
+    mean_metric,
+    recent,
+    scrape_interval,
+)
 
 QUEUE_FREE = forecast.QUEUE_FREE  # mean waiting requests below which a sample is unqueued
+IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
 MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
 
@@ -56,6 +63,8 @@ class GpucapAutoscaler:
     metric_lag_s: float = 5.0
     window_s: float = 60.0  # needs the stable window of samples (ScalingSpec.stable_window_s)
     wakes_on_arrival: bool = True
+    # Scale-down waits this many cold starts of lower need (1.0 = the ski-rental break-even).
+    dip_hold_factor: float = 1.0
     knob: Knob = Knob(
         name="target_per_replica",
         fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
@@ -70,12 +79,14 @@ class GpucapAutoscaler:
         if isinstance(inp.metrics, NoData):
             return self._hold(st, prev, live, inp, "hold_no_data", inp.metrics.reason)
         window: MetricsWindow = inp.metrics
-        stable = recent(window, now, spec.stable_window_s)
-        if not stable:
+        newest = latest_t(window, now)
+        if newest is None or now - newest > spec.stable_window_s:
             return self._hold(
                 st, prev, live, inp, "hold_no_data", "no metrics sample in the stable window"
             )
+        stable = recent(window, now, spec.stable_window_s)
         step = scrape_interval(window)
+        horizon = max(0.0, inp.cold_start_s) + self.tick_s
         forecast.fold(st, window.samples, spec.metric, step)
         model = forecast.view(st)
         burst = recent(window, now, spec.burst_window_s) or stable[-1:]
@@ -84,7 +95,7 @@ class GpucapAutoscaler:
         rate_b = mean_arrival_rate(burst) or 0.0
         observed = mean_metric(stable, spec.metric)
         queued = burst[-1].queue_depth
-        busy = rate_s > 0 or (observed or 0.0) > 0 or queued > 0
+        busy = rate_s > 0 or (observed or 0.0) > IDLE_LOAD or queued > 0
         if busy:
             st["last_busy"] = now
         cost = self._cost(model, rate_s, observed, spec.mean_service_s, spec.metric)
@@ -95,7 +106,6 @@ class GpucapAutoscaler:
 
         # 4. Look ahead by the cold start (plus one tick until the next decision): scale the
         # observed peak by the forecast growth of the arrival rate over that horizon.
-        horizon = max(0.0, inp.cold_start_s) + self.tick_s
         base = max(rate_s, model.level or 0.0)
         # A damped trend: extrapolated at most TREND_HORIZON_S, and only the part of the
         # projected rise that stands out of the rate's own noise.
@@ -201,7 +211,7 @@ class GpucapAutoscaler:
         spec, now, live = inp.spec, inp.now, inp.replicas.live
         # Dip window: the max of the needs over the last cold start (at least the policy's
         # scale-down delay). Kept as a decreasing deque of [t, need]: a few entries.
-        hold_s = max(inp.cold_start_s, spec.scale_down_delay_s)
+        hold_s = max(self.dip_hold_factor * inp.cold_start_s, spec.scale_down_delay_s)
         # A first decision (or one after a restart lost the state) never releases at once.
         dip = st.get("dip", [[now, live]])
         window = [e for e in dip if e[0] > now - hold_s and e[1] > need]

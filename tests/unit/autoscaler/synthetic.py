@@ -97,9 +97,10 @@ class FluidRun:
             cap = self.ready * self.spec.max_concurrency_per_replica
             self.queue += lam  # requests in the system (served + waiting)
             in_flight = min(self.queue, cap)
-            self.queue -= in_flight / self.service_s  # completions this second
-            in_flight = min(self.queue, cap)
             self.samples.append(MetricsSample(t, lam, in_flight, self.queue - in_flight))
+            self.queue -= in_flight / self.service_s  # completions this second
+            if self.queue < 1e-3:  # the fluid never quite empties; real queues do
+                self.queue = 0.0
             self.samples = self.samples[-120:]
             if t % self.tick_s:
                 continue
