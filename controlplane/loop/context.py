@@ -66,8 +66,20 @@ class LoopContext:
     telemetry: Metrics
     tuning: Tuning = field(default_factory=Tuning)
     coldstart: ColdStartModel = field(default_factory=ColdStartModel)
-    buffer: MetricsBuffer = field(default_factory=MetricsBuffer)
+    buffer: MetricsBuffer | None = None  # default: sized from the tuning's stable window
     clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        if self.buffer is None:
+            # The decider keeps its own long history (its state); the window only needs to
+            # cover its stable window, with room for a late tick. Small windows keep every
+            # recorded decision's inputs small enough to store whole.
+            self.buffer = MetricsBuffer(horizon_s=max(30.0, 2 * self.tuning.stable_window_s))
+
+    @property
+    def window(self) -> MetricsBuffer:
+        assert self.buffer is not None
+        return self.buffer
 
     def now(self) -> float:
         return self.clock()

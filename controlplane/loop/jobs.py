@@ -137,8 +137,8 @@ class ControlLoop:
         samples = ctx.metrics_source.collect(now, capacity)
         for key, sample in samples.items():
             if sample is not None:
-                ctx.buffer.add(key, sample)
-        ctx.buffer.forget(set(capacity))
+                ctx.window.add(key, sample)
+        ctx.window.forget(set(capacity))
 
     # ------------------------------------------------------------------ decide
     def decide(self) -> None:
@@ -151,13 +151,14 @@ class ControlLoop:
                 spec = ModelSpec.model_validate(m.spec)
                 counts = replica_counts(replicas[m.id])
                 sspec = scaling_spec(spec, ctx.tuning)
-                window = ctx.buffer.window((m.customer, m.name), now)
+                window = ctx.window.window((m.customer, m.name), now)
                 cold = (
                     ctx.coldstart.expected_ready_s(spec.weights.size_gb if spec.weights else 16.0)
                     * ctx.tuning.cold_start_scale
                 )
                 inp = AutoscalerInput(m.name, now, window, counts, sspec, cold)
                 state = dict(m.autoscaler_state or {})
+                state_before = dict(state)
                 if m.pinned_replicas is not None:
                     decision = Decision(m.pinned_replicas, "pinned", "replicas pinned by on-call")
                 elif m.paused:
@@ -178,7 +179,7 @@ class ControlLoop:
                             desired=decision.desired,
                             reason=decision.reason,
                             detail=decision.detail,
-                            inputs=_autoscale_inputs(inp),
+                            inputs=_autoscale_inputs(inp, state_before),
                         )
                     )
                     log.info(
@@ -699,8 +700,9 @@ def _snapshot(n: Node, model: str, reservation: str | None) -> _NodeSnapshot:
     )
 
 
-def _autoscale_inputs(inp: AutoscalerInput) -> dict[str, Any]:
-    """Enough to replay the decision: the window, counts, spec and cold-start estimate."""
+def _autoscale_inputs(inp: AutoscalerInput, state: dict[str, Any]) -> dict[str, Any]:
+    """Enough to replay the decision: the whole window, counts, spec, cold-start estimate
+    and the decider's state before it (``controlplane.replay`` rebuilds the input)."""
     from dataclasses import asdict
 
     from autoscaler.types import NoData
@@ -709,12 +711,13 @@ def _autoscale_inputs(inp: AutoscalerInput) -> dict[str, Any]:
     if isinstance(inp.metrics, NoData):
         metrics = {"no_data": inp.metrics.reason}
     else:
-        cutoff = inp.now - max(inp.spec.stable_window_s, inp.spec.burst_window_s)
-        metrics = {"samples": [asdict(x) for x in inp.metrics.since(cutoff)]}
+        metrics = {"samples": [asdict(x) for x in inp.metrics.samples]}
     return {
         "now": inp.now,
         "metrics": metrics,
         "replicas": asdict(inp.replicas),
         "spec": {k: v for k, v in asdict(inp.spec).items() if k != "extra"},
         "cold_start_s": inp.cold_start_s,
+        "model": inp.model,
+        "state": state,
     }

@@ -250,3 +250,22 @@ def test_policy_that_drops_a_cloud_moves_replicas_out(loop, world, store):
     assert nodes and {n.cloud for n in nodes} == {"aws"}
     assert all(n.state == NodeState.READY for n in nodes)
     assert_no_leak(store, sim)
+
+
+def test_every_recorded_autoscaling_decision_replays_identically(loop, world, store):
+    from autoscaler.types import Decision
+    from controlplane.replay import replay
+
+    ctl, load = loop
+    sim, clock = world
+    for step, level in enumerate((50.0, 300.0, 120.0, 0.0, None, 80.0)):
+        load.load[("demo", "llama-70b")] = level
+        run(ctl, clock, 15 + step)
+    with store.session() as s:
+        records = s.scalars(select(DecisionRecord).where(DecisionRecord.kind == "autoscale")).all()
+        assert len(records) > 5
+        for r in records:
+            if r.reason in ("pinned", "paused"):
+                continue
+            out = replay(GpucapAutoscaler(), Decision(r.desired or 0, r.reason), r.inputs)
+            assert out.matches, (r.id, r.reason, r.desired, out.replayed)
