@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from providers.registry import ADAPTERS, ProviderUnavailable, build_provider
 from providers.sim import SimCloud, SimProvider
-from schema.policy import Account
+from schema.policy import Account, Credentials
 from schema.types import Cloud, Owner
 
 
-def _account(cloud: Cloud, **kw: object) -> Account:
+def _account(cloud: Cloud, **kw: Any) -> Account:
     regions = {Cloud.AWS: ["us-east-1"], Cloud.GCP: ["us-central1"], Cloud.OCI: ["us-ashburn-1"]}
-    return Account(name="a1", cloud=cloud, owner=Owner.SHARED, regions=regions[cloud], **kw)
+    return Account.model_validate(
+        {"name": "a1", "cloud": cloud, "owner": Owner.SHARED, "regions": regions[cloud], **kw}
+    )
 
 
 def test_sim_world_selects_the_simulated_provider_with_the_accounts_prices() -> None:
@@ -39,9 +42,7 @@ def test_each_cloud_has_an_adapter_with_a_build_provider(cloud: Cloud) -> None:
     assert provider.cloud == cloud
 
 
-def _creds(cloud: Cloud) -> object:
-    from schema.policy import Credentials
-
+def _creds(cloud: Cloud) -> Credentials:
     if cloud == Cloud.GCP:
         return Credentials(project="p1")
     if cloud == Cloud.OCI:
@@ -61,7 +62,7 @@ def test_only_the_used_clouds_sdk_is_imported() -> None:
     code = """
 import sys
 import providers.registry
-from schema.policy import Account
+from schema.policy import Account, Credentials
 assert not {"boto3", "botocore", "oci", "google.cloud.compute_v1"} & set(sys.modules), "eager"
 acct = Account(name="a1", cloud="aws", owner="shared", regions=["us-east-1"])
 p = providers.registry.build_provider(acct, customer="c", external_id=None,
