@@ -95,7 +95,7 @@ class Instances:
     def create(self, req: NodeRequest) -> CreateResult:
         zone = req.zone or self._pick_zone(req)
         where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
-        image = req.image or self._base_image(req.region, req.instance_type, where)
+        image = req.image or self.base_image(req.region, req.instance_type, where)
         subnet = self._subnet(req.region, zone, where)
         return call_with_retry(
             lambda: self._find_or_launch(req, zone, image, subnet, where),
@@ -219,7 +219,9 @@ class Instances:
                 return ad
         return offering[0]
 
-    def _base_image(self, region: str, shape: str, where: Where) -> str:
+    def base_image(self, region: str, shape: str, where: Where | None = None) -> str:
+        """The newest Oracle Linux GPU platform image for the shape (cached per region)."""
+        where = where or Where(region=region, instance_type=shape)
         with self._lock:
             cached = self._images.get((region, shape))
         if cached:

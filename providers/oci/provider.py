@@ -37,8 +37,8 @@ class OciProvider:
             retry_policy=retry_policy,
             timeout_s=timeout_s,
         )
-        self._prices = dict(account.prices)
-        self._instances = Instances(self.session)
+        self.prices = dict(account.prices)
+        self.instances = Instances(self.session)
         self._images = Images(self.session)
         self._objects = Objects(self.session)
 
@@ -46,19 +46,19 @@ class OciProvider:
         return f"OciProvider(account={self.account!r})"
 
     def create_node(self, request: NodeRequest) -> CreateResult:
-        return self._instances.create(request)
+        return self.instances.create(request)
 
     def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
-        return self._instances.describe(region, instance_id)
+        return self.instances.describe(region, instance_id)
 
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
-        return self._instances.list(region, tags)
+        return self.instances.list(region, tags)
 
     def terminate_node(self, region: str, instance_id: str) -> None:
-        self._instances.terminate(region, instance_id)
+        self.instances.terminate(region, instance_id)
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
-        return list_offerings(self.session, regions, self._prices)
+        return list_offerings(self.session, regions, self.prices)
 
     def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
         return self._images.create(region, source_instance_id, name)

@@ -83,6 +83,17 @@ class OciSession:
     def object_storage(self, region: str) -> Any:
         return self._client("object_storage", region)
 
+    def limits(self, region: str) -> Any:
+        return self._client("limits", region)
+
+    def tenancy_id(self) -> str | None:
+        """The tenancy whose service limits apply: the account's (a customer's tenancy for a
+        customer-owned account), else the signing identity's own."""
+        if self.account.credentials.tenancy:
+            return self.account.credentials.tenancy
+        config, signer = self.load_identity()
+        return config.get("tenancy") or getattr(signer, "tenancy_id", None)
+
     def _client(self, service: str, region: str) -> Any:
         with self._lock:
             client = self._clients.get((service, region))
@@ -90,12 +101,13 @@ class OciSession:
                 return client
             import oci
 
-            config, signer = self._credentials()
+            config, signer = self.load_identity()
             cls = {
                 "compute": oci.core.ComputeClient,
                 "identity": oci.identity.IdentityClient,
                 "network": oci.core.VirtualNetworkClient,
                 "object_storage": oci.object_storage.ObjectStorageClient,
+                "limits": oci.limits.LimitsClient,
             }[service]
             kwargs: dict[str, Any] = {
                 "signer": signer,
@@ -115,8 +127,9 @@ class OciSession:
             self._clients[(service, region)] = client
             return client
 
-    def _credentials(self) -> tuple[dict[str, Any], Any]:
-        """(config, signer) from the account's reference. Built once; never logged."""
+    def load_identity(self) -> tuple[dict[str, Any], Any]:
+        """(config, signer) from the account's reference. Built once; never logged. Raises
+        AuthFailed when the profile, key file or pass phrase is unusable."""
         if self._identity is not None:
             return self._identity
         import oci

@@ -120,7 +120,7 @@ class OciWorld:
 
 @pytest.fixture(scope="session")
 def oci_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OciWorld]:
-    fake = FakeOci(regions=(REGION, "us-phoenix-1")).start()
+    fake = FakeOci(regions=(REGION, "us-phoenix-1"), hosts_per_shape=512).start()
     try:
         ident = new_identity(fake, "contract", pass_phrase="contract-pass-phrase-7f3a")
         fake.create_bucket(ident.tenancy, REGION, BUCKET, ident.compartment)

@@ -6,6 +6,8 @@ It speaks the real paths and bodies:
 - Core Services (``/20160918``): instances (launch, get, list, terminate), images (create,
   get, list, delete), shapes, compute capacity reports, subnets;
 - Identity (``/20160918/availabilityDomains``);
+- Limits (``/20190729/limitValues``,
+  ``/20190729/services/compute/limits/{name}/resourceAvailability``);
 - Object Storage (``/n/{ns}/b/{bucket}/o/{object}``, ``/actions/copyObject``,
   ``/workRequests/{id}``).
 
@@ -23,6 +25,7 @@ What it enforces, as the real API does:
   creates nothing; the same token with a different body is 409.
 - **Host capacity.** Each (region, AD, shape) has a host count; launching past it is the real
   stockout, 500 ``InternalError`` "Out of host capacity.".
+- **Service limits.** GPUs per AD per tenancy; launching past one is 400 ``LimitExceeded``.
 
 Region routing: the real service has one host per region. Tests point the SDK at
 ``{url}/{region}``; a path without a region prefix is served as ``default_region``.
@@ -108,6 +111,12 @@ SHAPE_RECORDS: dict[str, dict[str, Any]] = {
 }
 
 CAPACITY_MESSAGE = "Out of host capacity."
+
+# Service limits (Limits API, ``/20190729``), counted in GPUs per AD. The names follow OCI's
+# "<family>-count" pattern but are this fake's: the reference does not record the real ones,
+# which is why the adapter discovers GPU limits by listing them rather than naming them.
+GPU_LIMITS = {"BM.GPU.H100.8": "gpu-h100-count", "BM.GPU.H200.8": "gpu-h200-count"}
+DEFAULT_GPU_LIMIT = 4096  # generous: tests that need a limit set one
 
 # Preset faults with the wire shapes of clouds.md §A.6 / §E.3.
 PRESETS: dict[str, tuple[int, str, str]] = {
@@ -231,6 +240,8 @@ class FakeOci:
         self._lock = threading.RLock()
         self._tenancies: dict[str, Tenancy] = {}
         self._grants: set[tuple[str, str]] = set()  # (tenancy, compartment) cross-tenancy
+        # (tenancy, region, "AD-n", limit name) -> GPUs allowed; absent = DEFAULT_GPU_LIMIT
+        self._limits: dict[tuple[str, str, str, str], int] = {}
         self._instances: dict[str, dict[str, Any]] = {}
         self._images: dict[str, dict[str, Any]] = {}
         self._subnets: dict[str, dict[str, Any]] = {}
@@ -328,6 +339,26 @@ class FakeOci:
         """Free host count for a shape in an AD (``ad`` "AD-n" or a full AD name)."""
         with self._lock:
             self._hosts[(region, _ad_suffix(ad), shape)] = count
+
+    def set_limit(self, tenancy: str, region: str, ad: str, name: str, gpus: int) -> None:
+        """A tenancy's service limit for ``name`` (e.g. "gpu-h100-count") in an AD."""
+        with self._lock:
+            self._limits[(tenancy, region, _ad_suffix(ad), name)] = gpus
+
+    def _limit(self, tenancy: str, region: str, ad: str, name: str) -> int:
+        return self._limits.get((tenancy, region, _ad_suffix(ad), name), DEFAULT_GPU_LIMIT)
+
+    def _gpus_used(self, tenancy: str, region: str, ad: str, name: str) -> int:
+        owned = self._tenancies[tenancy].compartments
+        return sum(
+            int(SHAPE_RECORDS[i["shape"]].get("gpus", 0))
+            for i in self._instances.values()
+            if i["compartmentId"] in owned
+            and i["region"] == region
+            and _ad_suffix(i["availabilityDomain"]) == _ad_suffix(ad)
+            and GPU_LIMITS.get(i["shape"]) == name
+            and i["lifecycleState"] not in ("TERMINATING", "TERMINATED")
+        )
 
     def create_bucket(self, tenancy: str, region: str, name: str, compartment: str) -> None:
         with self._lock:
@@ -771,6 +802,17 @@ def _launch(fake: FakeOci, req: Request) -> Response:
                     "InvalidParameter",
                     f"Shape {shape} is not available in availability domain {ad}.",
                 )
+            limit_name = GPU_LIMITS.get(shape)
+            if limit_name is not None:
+                gpus = int(SHAPE_RECORDS[shape]["gpus"])
+                used = fake._gpus_used(owner.ocid, req.region, ad, limit_name)
+                if used + gpus > fake._limit(owner.ocid, req.region, ad, limit_name):
+                    raise ApiError(
+                        400,
+                        "LimitExceeded",
+                        f"The following service limits were exceeded: {limit_name}. Request a "
+                        "service limit increase from the service limits page in the console.",
+                    )
             if free <= 0:
                 raise ApiError(500, "InternalError", CAPACITY_MESSAGE)
             fake._hosts[key] = free - 1
@@ -1155,3 +1197,60 @@ def _get_work_request(fake: FakeOci, req: Request, work_request_id: str) -> Resp
                 timeFinished=now_rfc3339(),
             )
         return 200, copy.deepcopy(record), {}
+
+
+# Limits ------------------------------------------------------------------------------------
+
+
+@route("GET", "/20190729/limitValues", "ListLimitValues")
+def _list_limit_values(fake: FakeOci, req: Request) -> Response:
+    comp = req.query.get("compartmentId") or ""
+    if comp not in fake._tenancies:
+        raise ApiError(400, "InvalidParameter", "compartmentId must be a tenancy (root) OCID.")
+    _check_compartment(fake, req.tenancy, comp)
+    _fault(fake, "ListLimitValues")
+    if req.query.get("serviceName") != "compute":
+        return _paginate(fake, [], req.query)
+    ad_filter = req.query.get("availabilityDomain")
+    items = [
+        {
+            "name": name,
+            "scopeType": "AD",
+            "availabilityDomain": fake.ad_name(comp, req.region, n),
+            "value": fake._limit(comp, req.region, f"AD-{n}", name),
+        }
+        for name in sorted(set(GPU_LIMITS.values()))
+        for n in range(1, fake.ads_per_region + 1)
+        if req.query.get("name") in (None, name)
+        and ad_filter in (None, fake.ad_name(comp, req.region, n))
+    ]
+    return _paginate(fake, items, req.query)
+
+
+@route(
+    "GET",
+    "/20190729/services/(?P<service>[^/]+)/limits/(?P<limit>[^/]+)/resourceAvailability",
+    "GetResourceAvailability",
+)
+def _resource_availability(fake: FakeOci, req: Request, service: str, limit: str) -> Response:
+    comp = req.query.get("compartmentId") or ""
+    _check_compartment(fake, req.tenancy, comp)
+    _fault(fake, "GetResourceAvailability")
+    ad = req.query.get("availabilityDomain")
+    if service != "compute" or limit not in GPU_LIMITS.values() or not ad:
+        raise ApiError(400, "InvalidParameter", f"Unknown limit {service}/{limit} or no AD.")
+    owner = _compartment_tenancy(fake, comp)
+    with fake._lock:
+        value = fake._limit(owner.ocid, req.region, ad, limit)
+        used = fake._gpus_used(owner.ocid, req.region, ad, limit)
+    return (
+        200,
+        {
+            "used": used,
+            "available": max(0, value - used),
+            "fractionalUsage": float(used),
+            "fractionalAvailability": float(max(0, value - used)),
+            "effectiveQuotaValue": float(value),
+        },
+        {},
+    )

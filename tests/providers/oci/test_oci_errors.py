@@ -273,3 +273,18 @@ def test_no_zone_requested_picks_an_ad_with_free_hosts(
     world.fake.set_hosts(REGION, "AD-1", "BM.GPU.H100.8", 0)
     node = provider.create_node(node_request(None)).node
     assert node.zone == world.fake.ad_name(world.a.tenancy, REGION, 2)
+
+
+def test_real_service_limit_from_the_fake_is_quota_exceeded(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    """Not injected: the tenancy's GPU limit in the AD is one node; the second launch is the
+    API's own 400 LimitExceeded."""
+    provider = world.provider()
+    zone = world.fake.ad_name(world.a.tenancy, REGION, 1)
+    world.fake.set_limit(world.a.tenancy, REGION, zone, "gpu-h100-count", 8)
+    provider.create_node(node_request(zone))
+    with pytest.raises(QuotaExceeded) as info:
+        provider.create_node(node_request(zone))
+    assert (info.value.scope, info.value.region) == (Scope.ACCOUNT_REGION, REGION)
+    assert len(world.fake.live_instances()) == 1
