@@ -58,6 +58,7 @@ class AwsSession:
         external_id: str | None,
         home_region: str,
         endpoint_url: str | None = None,
+        role_duration_s: int = ASSUME_ROLE_DURATION_S,
     ) -> None:
         if credentials.role_arn and not external_id:
             raise ValueError(
@@ -70,6 +71,7 @@ class AwsSession:
         self.account = account
         self.home_region = home_region
         self.endpoint_url = endpoint_url
+        self.role_duration_s = role_duration_s
         self._external_id = external_id
         self._lock = threading.Lock()
         self._session: boto3.Session | None = None
@@ -113,6 +115,7 @@ class AwsSession:
             external_id=self._external_id or "",
             region=self.home_region,
             endpoint_url=self.endpoint_url,
+            duration_s=self.role_duration_s,
         )
 
 
@@ -140,6 +143,7 @@ def _assumed_role_session(
     external_id: str,
     region: str,
     endpoint_url: str | None,
+    duration_s: int,
 ) -> boto3.Session:
     """A session whose credentials come from AssumeRole, fetched lazily and refreshed by
     botocore before expiry (``DeferredRefreshableCredentials``)."""
@@ -160,7 +164,7 @@ def _assumed_role_session(
             RoleArn=role_arn,
             RoleSessionName=session_name,
             ExternalId=external_id,
-            DurationSeconds=ASSUME_ROLE_DURATION_S,
+            DurationSeconds=duration_s,
         )
         creds = resp["Credentials"]
         expiry = creds["Expiration"]

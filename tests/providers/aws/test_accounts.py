@@ -138,3 +138,28 @@ def test_registry_builds_the_aws_adapter_for_a_customer_account(
     offerings = provider.list_offerings([REGION])
     assert {o.instance_type for o in offerings} >= {"p5.48xlarge", "p5en.48xlarge"}
     assert moto.faults.assume_role_calls[0]["ExternalId"] == eid
+
+
+def test_assumed_credentials_are_refreshed_near_expiry(
+    moto: MotoEmulator, external_ids: ExternalIdGenerator
+) -> None:
+    """botocore refreshes in the last 15 minutes of a credential's life; with the shortest
+    STS session (900 s) every use falls in that window, so each call re-assumes the role."""
+    from providers.aws.session import AwsSession
+
+    sess = AwsSession(
+        Credentials(role_arn=ROLE_A),
+        customer="acme",
+        account="acme-aws",
+        external_id=external_ids.for_customer("acme"),
+        home_region=REGION,
+        endpoint_url=moto.endpoint_url,
+        role_duration_s=900,
+    )
+    ec2 = sess.client("ec2", REGION)
+    ec2.describe_instances()
+    ec2.describe_instances()
+    assert len(moto.faults.assume_role_calls) >= 2
+    assert {c["ExternalId"] for c in moto.faults.assume_role_calls} == {
+        external_ids.for_customer("acme")
+    }
