@@ -400,6 +400,134 @@ class CordonPoolRequest(_message.Message):
     reason: str
     def __init__(self, pool_id: _Optional[str] = ..., cordoned: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class PoolSelector(_message.Message):
+    __slots__ = ("customer", "cloud", "region", "account")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    cloud: str
+    region: str
+    account: str
+    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., account: _Optional[str] = ...) -> None: ...
+
+class CordonPoolsRequest(_message.Message):
+    __slots__ = ("selector", "cordoned", "reason")
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    selector: PoolSelector
+    cordoned: bool
+    reason: str
+    def __init__(self, selector: _Optional[_Union[PoolSelector, _Mapping]] = ..., cordoned: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CordonPoolsResponse(_message.Message):
+    __slots__ = ("changed", "matched")
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    changed: _containers.RepeatedCompositeFieldContainer[Pool]
+    matched: int
+    def __init__(self, changed: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., matched: _Optional[int] = ...) -> None: ...
+
+class DrainNodeRequest(_message.Message):
+    __slots__ = ("node_id", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DrainNodeResponse(_message.Message):
+    __slots__ = ("node", "changed", "message", "drained")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    changed: bool
+    message: str
+    drained: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ..., changed: _Optional[bool] = ..., message: _Optional[str] = ..., drained: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("id", "at", "kind", "customer", "model", "desired", "reason", "detail", "replayable", "inputs_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    REPLAYABLE_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    at: _timestamp_pb2.Timestamp
+    kind: str
+    customer: str
+    model: str
+    desired: int
+    reason: str
+    detail: str
+    replayable: bool
+    inputs_json: str
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., desired: _Optional[int] = ..., reason: _Optional[str] = ..., detail: _Optional[str] = ..., replayable: _Optional[bool] = ..., inputs_json: _Optional[str] = ...) -> None: ...
+
+class ListDecisionsRequest(_message.Message):
+    __slots__ = ("customer", "model", "kind", "since_id", "since", "limit", "include_inputs")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SINCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    kind: str
+    since_id: int
+    since: _timestamp_pb2.Timestamp
+    limit: int
+    include_inputs: bool
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., kind: _Optional[str] = ..., since_id: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., limit: _Optional[int] = ..., include_inputs: _Optional[bool] = ...) -> None: ...
+
+class ListDecisionsResponse(_message.Message):
+    __slots__ = ("decisions",)
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    decisions: _containers.RepeatedCompositeFieldContainer[Decision]
+    def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ...) -> None: ...
+
+class ReplayDecisionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...
+
+class DecisionOutcome(_message.Message):
+    __slots__ = ("desired", "reason", "detail")
+    DESIRED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    desired: int
+    reason: str
+    detail: str
+    def __init__(self, desired: _Optional[int] = ..., reason: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ReplayDecisionResponse(_message.Message):
+    __slots__ = ("decision", "recorded", "replayed", "matches", "autoscaler")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    AUTOSCALER_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    recorded: DecisionOutcome
+    replayed: DecisionOutcome
+    matches: bool
+    autoscaler: str
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., recorded: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., replayed: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., matches: _Optional[bool] = ..., autoscaler: _Optional[str] = ...) -> None: ...
+
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -89,6 +89,26 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.Pool.FromString,
                 _registered_method=True)
+        self.CordonPools = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/CordonPools',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsResponse.FromString,
+                _registered_method=True)
+        self.DrainNode = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/DrainNode',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.FromString,
+                _registered_method=True)
+        self.ListDecisions = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ListDecisions',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsResponse.FromString,
+                _registered_method=True)
+        self.ReplayDecision = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ReplayDecision',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/ListNodes',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListNodesRequest.SerializeToString,
@@ -192,6 +212,42 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CordonPools(self, request, context):
+        """Cordons (or uncordons) every pool the selector matches, e.g. a whole region or cloud.
+        An empty selector is INVALID_ARGUMENT (nobody cordons everything by accident); a
+        selector that matches no pool is NOT_FOUND (a typo must not look like success).
+        Existing replicas keep running: draining them is a separate, explicit step (DrainNode).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainNode(self, request, context):
+        """Drains one node: it and the other nodes of its replica (a gang cannot serve with a
+        member missing) are marked draining, the reconciler terminates them at the cloud, and
+        placement replaces the replica (the desired count is unchanged). Draining a node that
+        is already draining or terminal succeeds with changed=false.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDecisions(self, request, context):
+        """Decisions: what the autoscaler and placement decided, and why.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplayDecision(self, request, context):
+        """Re-runs the autoscaler on a recorded decision's inputs and compares. Placement records
+        and on-call overrides (pinned, paused) are not autoscaler outputs: FAILED_PRECONDITION,
+        as is a record without replayable inputs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListNodes(self, request, context):
         """Fleet.
         """
@@ -284,6 +340,26 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.CordonPool,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.Pool.SerializeToString,
+            ),
+            'CordonPools': grpc.unary_unary_rpc_method_handler(
+                    servicer.CordonPools,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsResponse.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'ListDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDecisions,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsResponse.SerializeToString,
+            ),
+            'ReplayDecision': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplayDecision,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
@@ -608,6 +684,114 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/CordonPool',
             gpucap_dot_v1_dot_control__plane__pb2.CordonPoolRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.Pool.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CordonPools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/CordonPools',
+            gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.CordonPoolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/DrainNode',
+            gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ListDecisions',
+            gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplayDecision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ReplayDecision',
+            gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ReplayDecisionResponse.FromString,
             options,
             channel_credentials,
             insecure,
