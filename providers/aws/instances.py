@@ -98,8 +98,8 @@ def _run(
 
 def find_by_intent(sess: AwsSession, region: str, intent_id: str) -> CloudNode | None:
     found = list_nodes(sess, region, {TAG_INTENT: intent_id})
-    # Several live instances for one intent would be a bug elsewhere; report the oldest so
-    # the caller converges on one, and garbage collection reaps the rest by tag.
+    # Several live instances for one intent would be a bug elsewhere; always report the same
+    # one (lowest id) so callers converge on it, and garbage collection reaps the rest by tag.
     return min(found, key=lambda n: n.instance_id) if found else None
 
 
