@@ -94,18 +94,18 @@ SCENARIOS = (
     Scenario(
         "servegen-m-large",
         (f"m-large={_rel(SERVEGEN)}",),
-        "ServeGen m-large, day 9 18:00-20:00 (the trace's largest burst, +348 req/s at "
-        "18:30), rates x3: ~100-300 replicas of 8xH100",
+        "ServeGen m-large, day 9 18:00-19:00 (the trace's largest burst, +348 req/s at "
+        "18:30), rates x2: hundreds of 8xH100 replicas",
         start_s=9 * DAY + 18 * 3600,
-        end_s=9 * DAY + 20 * 3600,
-        rate_scale=3.0,
+        end_s=9 * DAY + 19 * 3600,
+        rate_scale=2.0,
     ),
     Scenario(
         "servegen-deepseek-r1",
         (f"deepseek-r1={_rel(SERVEGEN)}",),
-        "ServeGen deepseek-r1, 18:00-24:00 (its two largest bursts, 21:30 and 23:40), "
-        "rates x10: ~100-400 replicas of 8xH200",
-        start_s=18 * 3600,
+        "ServeGen deepseek-r1, 21:00-24:00 (its two largest bursts, 21:30 and 23:40), "
+        "rates x10: hundreds of 8xH200 replicas",
+        start_s=21 * 3600,
         end_s=24 * 3600,
         rate_scale=10.0,
     ),
