@@ -522,6 +522,9 @@ Response = tuple[int, Any, dict[str, str]]  # status, JSON-able body (or bytes),
 class _Handler(BaseHTTPRequestHandler):
     state: FakeOci
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the client's
+    # delayed ACK stalls every keep-alive response by ~40 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         return  # quiet: tests read ``FakeOci.log`` instead
