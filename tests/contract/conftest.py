@@ -36,8 +36,11 @@ for _cloud in CLOUDS:
         continue
     for _name in dir(_mod):
         _obj = getattr(_mod, _name)
-        if _is_fixture(_obj) and _name not in globals():
-            globals()[_name] = _obj
+        if not _is_fixture(_obj):
+            continue
+        if globals().get(_name, _obj) is not _obj:  # two clouds, one fixture name: ambiguous
+            raise RuntimeError(f"fixture {_name!r} of {_modname} clashes with another harness's")
+        globals()[_name] = _obj
     if f"{_cloud}_harness" not in globals():
         _missing[_cloud] = f"{_modname} defines no fixture named {_cloud}_harness"
 
