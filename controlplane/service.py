@@ -4,7 +4,9 @@ The gRPC server, the CLI's offline paths and the tests call this class; it owns 
 (typed errors that name the field), the write transactions on the store, and the event log.
 It writes *spec* only (policies, accounts, pools' policy-derived fields, model specs and
 on-call overrides); status (replicas, nodes, decisions) belongs to the daemon's jobs and is
-only read here.
+only read here. The one exception is an on-call drain, which marks a node and its replica
+``draining``: that is an intent, like the placement's own drains, and the reconciler carries
+it out (terminates at the cloud) and placement replaces the replica.
 
 Errors: :class:`schema.policy_file.PolicyError` for a bad policy file (every problem with
 line and field path), :class:`InvalidArgumentError` (field + reason), :class:`NotFoundError`,
@@ -25,11 +27,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from autoscaler import Autoscaler, Decision, GpucapAutoscaler
 from controlplane.pools import pools_for_policy
+from controlplane.replay import Replayed, ReplayError, replay
 from controlplane.store.db import Store
 from controlplane.store.models import (
     Account,
     Customer,
+    DecisionRecord,
     Event,
     Node,
     PolicyVersion,
@@ -46,7 +51,7 @@ from schema.policy_file import (
     parse_policy,
     problems_from_validation_error,
 )
-from schema.types import TERMINAL_NODE_STATES, NodeState, Owner
+from schema.types import TERMINAL_NODE_STATES, Cloud, NodeState, Owner
 
 T = TypeVar("T")
 K = TypeVar("K", int, str)
@@ -172,9 +177,38 @@ class StatusView:
     last_event_id: int = 0
 
 
+@dataclass(frozen=True)
+class CordonResult:
+    changed: list[PoolView]  # pools whose state this call changed
+    matched: int  # pools the selector matched (changed or already in that state)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    node: NodeView
+    changed: bool  # False: already draining or terminal
+    message: str
+    drained: list[str]  # node ids this call marked draining (the node's whole gang)
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    record: DecisionRecord
+    autoscaler: str
+    result: Replayed
+
+
 # Which ModelSpec fields an UpdateModel mask may name (top level only).
 UPDATABLE_MODEL_FIELDS = frozenset(ModelSpec.model_fields) - {"name"}
 MAX_EVENTS_PER_PAGE = 1000
+MAX_DECISIONS_PER_PAGE = 1000
+DECISION_KINDS = ("autoscale", "placement")
+# Decisions the loop records without running the autoscaler (controlplane/loop/jobs.py
+# ``decide``): on-call overrides, so there is nothing to replay.
+OVERRIDE_REASONS = {
+    "pinned": "replicas pinned by on-call",
+    "paused": "autoscaler paused by on-call",
+}
 
 
 def _utcnow() -> datetime:
@@ -198,10 +232,13 @@ class ControlPlaneService:
         *,
         clock: Callable[[], datetime] = _utcnow,
         external_ids: ExternalIdGenerator | None = None,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
         self._external_ids = external_ids
+        # Replays must run the decider the daemon's loop runs; the daemon uses the default.
+        self._autoscaler: Autoscaler = autoscaler or GpucapAutoscaler()
         self._write_lock = threading.RLock()
         self._ticks_lock = threading.Lock()
         self._ticks: dict[str, JobTick] = {}
@@ -516,6 +553,185 @@ class ControlPlaneService:
 
         return self._write(do)
 
+    def cordon_pools(
+        self,
+        *,
+        customer: str = "",
+        cloud: str = "",
+        region: str = "",
+        account: str = "",
+        cordoned: bool,
+        reason: str = "",
+    ) -> CordonResult:
+        """Cordon or uncordon every pool matching the selector (all set fields must match).
+
+        Refuses an empty selector, so a slip never cordons every pool of every customer, and
+        a selector that matches nothing (a typo must not look like success). Only placement
+        reads ``cordoned``: replicas already in these pools keep running until drained.
+        Pools a later policy adds are not covered: the cordon is a state of today's pools.
+        """
+        selector = {"customer": customer, "cloud": cloud, "region": region, "account": account}
+        given = {k: v for k, v in selector.items() if v}
+        if not given:
+            raise InvalidArgumentError(
+                "selector",
+                "set at least one of customer, cloud, region or account "
+                "(an empty selector would cordon every pool)",
+            )
+        if cloud and cloud not in {c.value for c in Cloud}:
+            raise InvalidArgumentError(
+                "selector.cloud",
+                f"unknown cloud {cloud!r} (one of: {', '.join(c.value for c in Cloud)})",
+            )
+        described = " ".join(f"{k}={v}" for k, v in given.items())
+
+        def do(s: Session) -> CordonResult:
+            q = select(Pool).order_by(Pool.customer, Pool.id)
+            for name, value in given.items():
+                q = q.where(getattr(Pool, name) == value)
+            pools = list(s.scalars(q))
+            if not pools:
+                raise NotFoundError("pool matching", described)
+            now = self._clock()
+            verb = "cordoned" if cordoned else "uncordoned"
+            changed = [p for p in pools if p.cordoned != cordoned]
+            for pool in changed:
+                pool.cordoned = cordoned
+                _event(
+                    s,
+                    now,
+                    f"pool.{verb}",
+                    f"pool {pool.id} {verb} (selector {described})"
+                    + (f": {reason}" if reason else ""),
+                    customer=pool.customer,
+                    severity="warning" if cordoned else "info",
+                )
+            s.flush()
+            counts = _pool_node_counts(s, [p.id for p in changed])
+            return CordonResult(
+                [PoolView(p, counts.get(p.id, {})) for p in changed], matched=len(pools)
+            )
+
+        return self._write(do)
+
+    def drain_node(self, node_id: str, reason: str = "") -> DrainResult:
+        """Mark a node and the rest of its replica ``draining``: the reconciler terminates
+        them at the cloud, and placement launches a replacement (the model's desired count
+        is unchanged, and a draining replica no longer counts as live). A multi-node replica
+        cannot serve with a member missing, so its whole gang drains. Idempotent: a node
+        already draining, terminating or terminal is left alone and the result says so."""
+        _require("node_id", node_id)
+
+        def do(s: Session) -> DrainResult:
+            node = s.get(Node, node_id)
+            if node is None:
+                raise NotFoundError("node", node_id)
+            replica = node.replica
+            model = s.get(ModelRow, replica.model_id)
+            model_name = model.name if model is not None else ""
+            state = NodeState(node.state)
+            if state in (NodeState.DRAINING, NodeState.TERMINATING) or state.is_terminal:
+                return DrainResult(
+                    NodeView(node, model_name),
+                    changed=False,
+                    message=f"node {node_id} is already {state.value}; nothing to do",
+                    drained=[],
+                )
+            now = self._clock()
+            drained = []
+            for member in sorted(replica.nodes, key=lambda n: n.id):
+                member_state = NodeState(member.state)
+                if member_state.is_terminal or member_state in (
+                    NodeState.DRAINING,
+                    NodeState.TERMINATING,
+                ):
+                    continue
+                member.state, member.draining_at = NodeState.DRAINING.value, now
+                drained.append(member.id)
+            replica.state = NodeState.DRAINING.value
+            s.flush()
+            gang = (
+                f" with {len(drained) - 1} other node(s) of its replica" if len(drained) > 1 else ""
+            )
+            message = (
+                f"node {node_id}{gang} draining (replica {replica.id} of {model_name} in "
+                f"{replica.pool_id}); placement replaces the replica"
+            )
+            _event(
+                s,
+                now,
+                "node.draining",
+                message + (f": {reason}" if reason else ""),
+                customer=node.customer,
+                model=model_name or None,
+                node=node_id,
+                severity="warning",
+            )
+            return DrainResult(NodeView(node, model_name), True, message, drained)
+
+        return self._write(do)
+
+    # ---------------------------------------------------------------- decisions
+
+    def list_decisions(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        kind: str | None = None,
+        *,
+        since_id: int = 0,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[DecisionRecord]:
+        """Recorded decisions, oldest first. With ``since_id`` or ``since``: the oldest
+        ``limit`` after them (paging forward); otherwise the newest ``limit``."""
+        if kind and kind not in DECISION_KINDS:
+            raise InvalidArgumentError(
+                "kind", f"unknown decision kind {kind!r} (one of: {', '.join(DECISION_KINDS)})"
+            )
+        if since_id < 0:
+            raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
+        if limit < 0:
+            raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
+        limit = min(limit or 100, MAX_DECISIONS_PER_PAGE)
+        with self.store.session() as s:
+            q = select(DecisionRecord)
+            if customer:
+                q = q.where(DecisionRecord.customer == customer)
+            if model:
+                q = q.where(DecisionRecord.model == model)
+            if kind:
+                q = q.where(DecisionRecord.kind == kind)
+            if since_id:
+                q = q.where(DecisionRecord.id > since_id)
+            if since is not None:
+                q = q.where(DecisionRecord.at >= since)
+            if since_id or since is not None:
+                return list(s.scalars(q.order_by(DecisionRecord.id).limit(limit)))
+            newest = list(s.scalars(q.order_by(DecisionRecord.id.desc()).limit(limit)))
+            return newest[::-1]
+
+    def replay_decision(self, decision_id: int) -> ReplayView:
+        """Re-run the autoscaler on a recorded autoscale decision's inputs and prior state.
+        Placement records and on-call overrides are not autoscaler outputs, and records
+        without inputs cannot be rebuilt: both are FailedPreconditionError."""
+        if decision_id <= 0:
+            raise InvalidArgumentError("id", f"required: a decision id (got {decision_id})")
+        with self.store.session() as s:
+            record = s.get(DecisionRecord, decision_id)
+            if record is None:
+                raise NotFoundError("decision", str(decision_id))
+        why_not = _not_replayable(record)
+        if why_not:
+            raise FailedPreconditionError(f"decision {decision_id} cannot be replayed: {why_not}")
+        assert record.desired is not None  # _not_replayable checked
+        recorded = Decision(record.desired, record.reason, record.detail)
+        try:
+            result = replay(self._autoscaler, recorded, dict(record.inputs))
+        except ReplayError as exc:
+            raise FailedPreconditionError(f"decision {decision_id}: {exc}") from exc
+        return ReplayView(record, self._autoscaler.name, result)
+
     # ---------------------------------------------------------------- fleet
 
     def list_nodes(
@@ -702,6 +918,29 @@ class ControlPlaneService:
 def _require(field_name: str, value: str | None) -> None:
     if not value:
         raise InvalidArgumentError(field_name, "required")
+
+
+def _not_replayable(record: DecisionRecord) -> str:
+    """Why a decision record cannot be replayed ("" when it can)."""
+    if record.kind != "autoscale":
+        return (
+            f"it is a {record.kind} decision, not an autoscaler output "
+            "(its detail lists the plan and its rejections)"
+        )
+    if record.reason in OVERRIDE_REASONS:
+        return (
+            f"it is an on-call override ({OVERRIDE_REASONS[record.reason]}), "
+            "not an autoscaler output"
+        )
+    if record.desired is None:
+        return "it records no desired replica count"
+    if not record.inputs:
+        return "it has no recorded inputs (decisions before inputs were recorded cannot be rebuilt)"
+    return ""
+
+
+def is_replayable(record: DecisionRecord) -> bool:
+    return not _not_replayable(record)
 
 
 def _event(
