@@ -32,7 +32,14 @@ from providers.base import (
     InstanceStatus,
     NodeRequest,
 )
-from providers.errors import InvalidRequest, NotFound, ProviderError, Scope, TransientError
+from providers.errors import (
+    AuthFailed,
+    InvalidRequest,
+    NotFound,
+    ProviderError,
+    Scope,
+    TransientError,
+)
 from providers.oci.errors import Target, Where
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
@@ -68,7 +75,7 @@ def retry_token(intent_id: str, replaced: str | None = None) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:64]
 
 
-def to_node(inst: Any, region: str) -> CloudNode:
+def to_node(inst: Any, region: str, private_ip: str | None = None) -> CloudNode:
     tags = dict(inst.freeform_tags or {})
     return CloudNode(
         instance_id=inst.id,
@@ -78,6 +85,7 @@ def to_node(inst: Any, region: str) -> CloudNode:
         zone=inst.availability_domain,
         status=_STATUS.get(inst.lifecycle_state, InstanceStatus.PENDING),
         tags=tags,
+        private_ip=private_ip,
     )
 
 
@@ -290,21 +298,64 @@ class Instances:
             ).data
         except NotFound:
             return None
-        return to_node(inst, region)
+        ips = self._private_ips(region, inst.compartment_id, [inst], instance_id=inst.id)
+        return to_node(inst, region, ips.get(inst.id))
 
-    def list(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
+    def list_tagged(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         found = self.session.list_all(
             "list_instances",
             self.session.compute(region).list_instances,
             self.session.compartment_id,
             where=Where(region=region),
         )
-        return [
-            to_node(i, region)
+        mine = [
+            i
             for i in found
             if i.lifecycle_state not in _GONE
             and all((i.freeform_tags or {}).get(k) == v for k, v in tags.items())
         ]
+        ips = self._private_ips(region, self.session.compartment_id, mine) if mine else {}
+        return [to_node(i, region, ips.get(i.id)) for i in mine]
+
+    def _private_ips(
+        self, region: str, compartment: str, instances: list[Any], instance_id: str | None = None
+    ) -> dict[str, str]:
+        """instance OCID -> private IP of its primary VNIC (OCI keeps the IP on the VNIC, not
+        the instance). Best effort: an instance whose VNIC cannot be read yet has no IP, and
+        the health checker waits (an auth failure still surfaces)."""
+        running = {i.id for i in instances if i.lifecycle_state == "RUNNING"}
+        if not running:
+            return {}
+        by_instance: dict[str, Any] = {"instance_id": instance_id} if instance_id else {}
+        try:
+            attachments = self.session.list_all(
+                "list_vnic_attachments",
+                self.session.compute(region).list_vnic_attachments,
+                compartment,
+                where=Where(region=region),
+                **by_instance,
+            )
+            vnics = {
+                a.instance_id: a.vnic_id
+                for a in attachments
+                if a.instance_id in running and a.lifecycle_state == "ATTACHED" and a.vnic_id
+            }
+            out: dict[str, str] = {}
+            for iid, vnic_id in vnics.items():
+                vnic = self.session.call(
+                    "get_vnic",
+                    self.session.network(region).get_vnic,
+                    vnic_id,
+                    where=Where(region=region, target=Target.RESOURCE),
+                ).data
+                if vnic.private_ip:
+                    out[iid] = str(vnic.private_ip)
+            return out
+        except AuthFailed:
+            raise
+        except ProviderError as err:
+            log.info("oci.private_ip_unknown", region=region, kind=err.kind, code=err.code)
+            return {}
 
     def terminate(self, region: str, instance_id: str) -> None:
         """Idempotent: not found, terminating or terminated all mean done."""

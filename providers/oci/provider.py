@@ -52,7 +52,7 @@ class OciProvider:
         return self.instances.describe(region, instance_id)
 
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
-        return self.instances.list(region, tags)
+        return self.instances.list_tagged(region, tags)
 
     def terminate_node(self, region: str, instance_id: str) -> None:
         self.instances.terminate(region, instance_id)

@@ -245,6 +245,8 @@ class FakeOci:
         self._instances: dict[str, dict[str, Any]] = {}
         self._images: dict[str, dict[str, Any]] = {}
         self._subnets: dict[str, dict[str, Any]] = {}
+        self._vnics: dict[str, dict[str, Any]] = {}  # vnic id -> VNIC (private IP)
+        self._vnic_attachments: dict[str, dict[str, Any]] = {}  # instance id -> attachment
         self._buckets: dict[tuple[str, str, str], str] = {}  # (region, ns, name) -> compartment
         self._objects: dict[tuple[str, str, str, str], bytes] = {}
         self._work_requests: dict[str, dict[str, Any]] = {}
@@ -761,6 +763,12 @@ def _instance_view(fake: FakeOci, inst: dict[str, Any]) -> dict[str, Any]:
             inst["lifecycleState"] = "RUNNING"
         elif inst["lifecycleState"] == "TERMINATING":
             inst["lifecycleState"] = "TERMINATED"
+        att = fake._vnic_attachments.get(inst["id"])
+        if att is not None:
+            if inst["lifecycleState"] == "RUNNING":
+                att.update(lifecycleState="ATTACHED", vnicId=att["_vnic"])
+            elif inst["lifecycleState"] in ("TERMINATING", "TERMINATED"):
+                att["lifecycleState"] = "DETACHED"
         return _public(copy.deepcopy(inst))
 
 
@@ -840,6 +848,29 @@ def _launch(fake: FakeOci, req: Request) -> Response:
                 "_subnet": subnet_id,
             }
             fake._instances[iid] = inst
+            vnic_id = fake._next_id("vnic", req.region)
+            n = len(fake._vnics)
+            fake._vnics[vnic_id] = {
+                "id": vnic_id,
+                "compartmentId": comp,
+                "availabilityDomain": ad,
+                "subnetId": subnet_id,
+                "privateIp": f"10.0.{n // 250}.{n % 250 + 2}",
+                "isPrimary": True,
+                "lifecycleState": "AVAILABLE",
+            }
+            fake._vnic_attachments[iid] = {
+                "id": fake._next_id("vnicattachment", req.region),
+                "instanceId": iid,
+                "vnicId": None,  # OCI fills it in once attached (instance RUNNING)
+                "_vnic": vnic_id,
+                "compartmentId": comp,
+                "availabilityDomain": ad,
+                "subnetId": subnet_id,
+                "lifecycleState": "ATTACHING",
+                "timeCreated": inst["timeCreated"],
+                "_region": req.region,
+            }
         headers = {
             "opc-work-request-id": fake._next_id("coreservicesworkrequest", req.region),
             "etag": _short(iid),
@@ -1257,3 +1288,35 @@ def _resource_availability(fake: FakeOci, req: Request, service: str, limit: str
         },
         {},
     )
+
+
+# Core: VNIC attachments and VNICs (where an instance's private IP lives) -------------------
+
+
+@route("GET", f"{API}/vnicAttachments", "ListVnicAttachments")
+def _list_vnic_attachments(fake: FakeOci, req: Request) -> Response:
+    comp = req.query.get("compartmentId")
+    _check_compartment(fake, req.tenancy, comp)
+    _fault(fake, "ListVnicAttachments")
+    q = req.query
+    with fake._lock:
+        found = [
+            _public(copy.deepcopy(a))
+            for a in fake._vnic_attachments.values()
+            if a["compartmentId"] == comp
+            and a["_region"] == req.region
+            and q.get("instanceId") in (None, a["instanceId"])
+            and q.get("availabilityDomain") in (None, a["availabilityDomain"])
+        ]
+    return _paginate(fake, found, q)
+
+
+@route("GET", f"{API}/vnics/(?P<vnic_id>[^/]+)", "GetVnic")
+def _get_vnic(fake: FakeOci, req: Request, vnic_id: str) -> Response:
+    _fault(fake, "GetVnic")
+    with fake._lock:
+        vnic = fake._vnics.get(vnic_id)
+        if vnic is None:
+            raise ApiError(*PRESETS["not_authorized_or_not_found"])
+        _check_compartment(fake, req.tenancy, vnic["compartmentId"])
+        return 200, copy.deepcopy(vnic), {}

@@ -141,3 +141,17 @@ def test_every_page_is_read_when_finding_and_listing(
     again = provider.create_node(node_request(None, intent=oldest.intent_id, pool="paged"))
     assert (again.created, again.node.instance_id) == (False, oldest.instance_id)
     assert len(world.fake.live_instances()) == 5
+
+
+def test_running_nodes_carry_their_private_ip(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    """The health checker needs the node's address; OCI keeps it on the primary VNIC."""
+    provider = world.provider()
+    made = [provider.create_node(node_request(None, pool="ips")).node for _ in range(2)]
+    seen = provider.describe_node(REGION, made[0].instance_id)
+    assert seen is not None and seen.private_ip and seen.private_ip.startswith("10.0.")
+    listed = {n.instance_id: n.private_ip for n in provider.list_nodes(REGION, {TAG_POOL: "ips"})}
+    assert set(listed) == {n.instance_id for n in made}
+    assert all(listed.values()) and len(set(listed.values())) == 2
+    assert listed[made[0].instance_id] == seen.private_ip
