@@ -5,14 +5,24 @@ the same defaults to an API request as to a policy file."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from controlplane.service import ModelView, NodeView, PolicyView, PoolView, StatusView
-from controlplane.store.models import Event, PolicyVersion
+from autoscaler import Decision
+from controlplane.service import (
+    ModelView,
+    NodeView,
+    PolicyView,
+    PoolView,
+    ReplayView,
+    StatusView,
+    is_replayable,
+)
+from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Problem
 
@@ -231,4 +241,36 @@ def event(e: Event) -> pb.Event:
         model=e.model or "",
         node=e.node or "",
         message=e.message,
+    )
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def decision(row: DecisionRecord, *, include_inputs: bool = False) -> pb.Decision:
+    return pb.Decision(
+        id=row.id,
+        at=ts(row.at),
+        kind=row.kind,
+        customer=row.customer,
+        model=row.model,
+        desired=max(0, row.desired) if row.desired is not None else None,
+        reason=row.reason,
+        detail=row.detail or "",
+        replayable=is_replayable(row),
+        inputs_json=json.dumps(row.inputs, sort_keys=True) if include_inputs else "",
+    )
+
+
+def outcome(d: Decision) -> pb.DecisionOutcome:
+    return pb.DecisionOutcome(desired=max(0, d.desired), reason=d.reason, detail=d.detail)
+
+
+def replay(view: ReplayView) -> pb.ReplayDecisionResponse:
+    return pb.ReplayDecisionResponse(
+        decision=decision(view.record),
+        recorded=outcome(view.result.recorded),
+        replayed=outcome(view.result.replayed),
+        matches=view.result.matches,
+        autoscaler=view.autoscaler,
     )

@@ -19,6 +19,7 @@ import ipaddress
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -257,6 +258,73 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     @_unary
     def CordonPool(self, request: pb.CordonPoolRequest, context: grpc.ServicerContext) -> pb.Pool:
         return convert.pool(self.svc.cordon_pool(request.pool_id, request.cordoned, request.reason))
+
+    @_unary
+    def CordonPools(
+        self, request: pb.CordonPoolsRequest, context: grpc.ServicerContext
+    ) -> pb.CordonPoolsResponse:
+        sel = request.selector
+        result = self.svc.cordon_pools(
+            customer=sel.customer,
+            cloud=sel.cloud,
+            region=sel.region,
+            account=sel.account,
+            cordoned=request.cordoned,
+            reason=request.reason,
+        )
+        log.info(
+            "pools.cordon",
+            cordoned=request.cordoned,
+            selector={f.name: v for f, v in sel.ListFields()},
+            changed=len(result.changed),
+            matched=result.matched,
+            peer=context.peer(),
+        )
+        return pb.CordonPoolsResponse(
+            changed=[convert.pool(v) for v in result.changed], matched=result.matched
+        )
+
+    @_unary
+    def DrainNode(
+        self, request: pb.DrainNodeRequest, context: grpc.ServicerContext
+    ) -> pb.DrainNodeResponse:
+        result = self.svc.drain_node(request.node_id, request.reason)
+        log.info(
+            "node.drain",
+            node=request.node_id,
+            changed=result.changed,
+            drained=result.drained,
+            peer=context.peer(),
+        )
+        return pb.DrainNodeResponse(
+            node=convert.node(result.node),
+            changed=result.changed,
+            message=result.message,
+            drained=result.drained,
+        )
+
+    @_unary
+    def ListDecisions(
+        self, request: pb.ListDecisionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListDecisionsResponse:
+        since = request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None
+        rows = self.svc.list_decisions(
+            request.customer or None,
+            request.model or None,
+            request.kind or None,
+            since_id=request.since_id,
+            since=since,
+            limit=request.limit,
+        )
+        return pb.ListDecisionsResponse(
+            decisions=[convert.decision(r, include_inputs=request.include_inputs) for r in rows]
+        )
+
+    @_unary
+    def ReplayDecision(
+        self, request: pb.ReplayDecisionRequest, context: grpc.ServicerContext
+    ) -> pb.ReplayDecisionResponse:
+        return convert.replay(self.svc.replay_decision(request.id))
 
     @_unary
     def ListNodes(

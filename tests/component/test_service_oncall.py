@@ -1,19 +1,16 @@
 """On-call operations of ControlPlaneService on both databases (``store`` fixture): bulk
 cordon, drain a node, list decisions, replay a decision.
 
-Decision records are produced by the real control loop (demo policy, simulated cloud,
-hand-driven clock), so a replay is checked against what the daemon actually records."""
+Decision records are produced by the real control loop (``oncall_kit``), so a replay is
+checked against what the daemon actually records."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
-from autoscaler import GpucapAutoscaler
-from controlplane.loop import ControlLoop, LoopContext
-from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.service import (
     ControlPlaneService,
     FailedPreconditionError,
@@ -22,14 +19,10 @@ from controlplane.service import (
     is_replayable,
 )
 from controlplane.store.db import Store
-from controlplane.store.models import DecisionRecord, Node, Pool, Replica
-from controlplane.store.models import Model as ModelRow
-from controlplane.telemetry import Metrics
-from providers.sim import SimCloud, SimTimings
-from tests.component.test_control_loop import POLICY, TUNING, Clock, ScriptedLoad, run
+from controlplane.store.models import DecisionRecord, Replica
+from tests.component.oncall_kit import T0, add_replica, record_demo_decisions
 from tests.policy_texts import edited, example_policy
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EAST = "acme/acme-aws/us-east-1/p5.48xlarge"
 
 
@@ -103,45 +96,6 @@ def test_cordon_pools_refuses_empty_unknown_and_unmatched_selectors(
 # --------------------------------------------------------------------------- drain
 
 
-def _add_replica(store: Store, model: str, pool_id: str, state: str, nodes: list[str]) -> str:
-    """A replica and its nodes as the reconciler writes them; returns the replica id."""
-    rid = f"r-{model}-{len(nodes)}-{state}"
-    with store.session() as s:
-        model_row = s.scalar(select(ModelRow).where(ModelRow.name == model))
-        pool = s.get(Pool, pool_id)
-        assert model_row is not None and pool is not None
-        s.add(
-            Replica(
-                id=rid,
-                model_id=model_row.id,
-                pool_id=pool_id,
-                gpu_shape=pool.gpu_shape,
-                state=state,
-                created_at=T0,
-            )
-        )
-        s.flush()
-        for i, node_state in enumerate(nodes):
-            s.add(
-                Node(
-                    id=f"{rid}-n{i}",
-                    replica_id=rid,
-                    pool_id=pool_id,
-                    customer=pool.customer,
-                    account=pool.account,
-                    cloud=pool.cloud,
-                    region=pool.region,
-                    zone=f"{pool.region}a",
-                    instance_type=pool.instance_type,
-                    idempotency_token=f"tok-{rid}-{i}",
-                    instance_id=f"i-{rid}{i}",
-                    state=node_state,
-                    pending_at=T0,
-                )
-            )
-    return rid
-
-
 def _states(store: Store, rid: str) -> tuple[str, dict[str, str]]:
     with store.session() as s:
         replica = s.get(Replica, rid)
@@ -151,8 +105,8 @@ def _states(store: Store, rid: str) -> tuple[str, dict[str, str]]:
 
 def test_drain_node_drains_its_whole_gang_once(svc: ControlPlaneService, store: Store) -> None:
     svc.apply_policy(example_policy(), "a.yaml", "alice")
-    gang = _add_replica(store, "deepseek-r1", EAST, "ready", ["ready", "ready"])
-    other = _add_replica(store, "llama-70b", EAST, "ready", ["ready"])
+    gang = add_replica(store, "deepseek-r1", EAST, "ready", ["ready", "ready"])
+    other = add_replica(store, "llama-70b", EAST, "ready", ["ready"])
 
     result = svc.drain_node(f"{gang}-n1", reason="bad GPU (Xid 79)")
     assert result.changed
@@ -179,7 +133,7 @@ def test_drain_node_drains_its_whole_gang_once(svc: ControlPlaneService, store: 
 
 def test_drain_node_on_terminal_unknown_and_empty(svc: ControlPlaneService, store: Store) -> None:
     svc.apply_policy(example_policy(), "a.yaml", "alice")
-    done = _add_replica(store, "llama-70b", EAST, "terminated", ["terminated"])
+    done = add_replica(store, "llama-70b", EAST, "terminated", ["terminated"])
     result = svc.drain_node(f"{done}-n0")
     assert not result.changed and "already terminated" in result.message
     assert _states(store, done) == ("terminated", {f"{done}-n0": "terminated"})
@@ -195,25 +149,8 @@ def test_drain_node_on_terminal_unknown_and_empty(svc: ControlPlaneService, stor
 
 @pytest.fixture
 def decided(store: Store) -> ControlPlaneService:
-    """The real loop ran on the demo policy: llama-70b scaled up under load and chat-8b was
-    pinned by on-call, so the store holds autoscale, override and placement records."""
-    clock = Clock()
-    sim = SimCloud(timings=SimTimings(boot_s=3, serve_s=4, terminate_s=1), clock=clock)
     svc = ControlPlaneService(store)
-    svc.apply_policy(POLICY, source="demo", applied_by="test")
-    svc.pin_model("demo", "chat-8b", 2)
-    load = ScriptedLoad({("demo", "llama-70b"): 200.0})
-    ctx = LoopContext(
-        store=store,
-        providers=SimResolver(sim),
-        metrics_source=load,
-        health=SimHealth(sim),
-        autoscaler=GpucapAutoscaler(),
-        telemetry=Metrics(),
-        tuning=TUNING,
-        clock=clock,
-    )
-    run(ControlLoop(ctx), clock, 12)
+    record_demo_decisions(store, svc)
     return svc
 
 
