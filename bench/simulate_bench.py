@@ -163,13 +163,10 @@ def _fmt(v: float | None, digits: int = 1) -> str:
     return "null" if v is None else f"{v:,.{digits}f}"
 
 
-def render(results: list[dict[str, object]], wall_total: float) -> str:
+def render(results: list[dict[str, object]], wall_total: float, commit: str) -> str:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "CPU max MHz")
     cpu = "\n".join(line for line in lscpu.splitlines() if line.startswith(keep))
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
     out = [
         "# Simulator benchmarks: gpucap vs peer autoscalers vs the oracle",
         "",
@@ -307,8 +304,25 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--json", default=str(ROOT / "bench" / "results.json"))
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="Rewrite the Markdown from an earlier run's --json file without simulating.",
+    )
+    ap.add_argument("--commit", default="?", help="with --render-only, for older --json files")
+    ap.add_argument("--wall-min", type=float, default=0.0, help="likewise: total wall minutes")
     args = ap.parse_args()
+    if args.render_only:
+        saved = json.loads(Path(args.json).read_text())
+        if isinstance(saved, list):  # written before the file carried its commit and wall time
+            saved = {"results": saved, "wall_s": args.wall_min * 60, "commit": args.commit}
+        Path(args.out).write_text(render(saved["results"], saved["wall_s"], saved["commit"]))
+        print(f"wrote {args.out}")
+        return
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     started = time.perf_counter()
     # Largest first, so two workers finish together.
     order = sorted(chosen, key=lambda s: s.name.startswith("servegen"), reverse=True)
@@ -320,9 +334,10 @@ def main() -> None:
     by_name = {r["scenario"]: r for r in done}
     results = [by_name[s.name] for s in chosen]
     wall = time.perf_counter() - started
-    Path(args.json).write_text(json.dumps(results, indent=1, default=float) + "\n")
+    saved = {"results": results, "wall_s": wall, "commit": commit}
+    Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(render(results, wall))
+    Path(args.out).write_text(render(results, wall, commit))
     print(f"wrote {args.out} and {args.json} in {wall / 60:.1f} min")
 
 
