@@ -53,6 +53,9 @@ class Wiring:
     tuning: Tuning
     policy_texts: list[tuple[str, str]] = field(default_factory=list)  # (source, yaml)
     policy_files: list[Path] = field(default_factory=list)
+    # The daemon's /metrics registry, shared with parts the wiring builds (the metrics
+    # source counts its failures there).
+    telemetry: Metrics = field(default_factory=Metrics)
 
 
 class Daemon:
@@ -65,7 +68,7 @@ class Daemon:
     ) -> None:
         self.config = config
         self.wiring = wiring
-        self.telemetry = Metrics()
+        self.telemetry = wiring.telemetry
         self._stop = threading.Event()
         self._reload = threading.Event()
         self.clock = clock
@@ -271,16 +274,22 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
         ids = ExternalIdGenerator.from_environment(ensure_state_dir())
         providers, health = CloudResolver(ids, dict(config.endpoints)), HttpHealth()
     from controlplane.metrics_sources import SyntheticTraffic
+    from controlplane.prometheus_source import PrometheusSource
 
+    telemetry = Metrics()
+    # source "none": no traffic is observed and the autoscaler holds every model at its
+    # current scale (NoData), never guessing.
+    metrics_source: MetricsSource = SyntheticTraffic({})
+    if config.metrics.source == "prometheus":
+        metrics_source = PrometheusSource.from_config(config.metrics, telemetry)
     return Wiring(
         database_url=database_url(config.database_url),
         providers=providers,
         health=health,
-        # TODO(issue: metrics): a Prometheus source; until then no traffic is observed and
-        # the autoscaler holds every model at its current scale (NoData), never guessing.
-        metrics_source=SyntheticTraffic({}),
+        metrics_source=metrics_source,
         tuning=tuning,
         policy_files=[(config_dir / p).resolve() for p in config.policies],
+        telemetry=telemetry,
     )
 
 

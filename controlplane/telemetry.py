@@ -73,3 +73,9 @@ class Metrics:
             ["cloud", "call"],
             registry=r,
         )
+        self.metrics_source_errors = Counter(
+            "gpucap_metrics_source_errors_total",
+            "Collections that got no metrics because the source failed, by reason.",
+            ["source", "reason"],
+            registry=r,
+        )

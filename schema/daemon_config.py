@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,46 @@ class Intervals(_Strict):
     reconcile_s: Annotated[float, Field(gt=0)] = 10.0
 
 
+# Default PromQL for vLLM servers. Every query must return one series per model, labelled
+# ``customer`` and ``model`` (the scrape config copies them from the node's gpucap-customer /
+# gpucap-model tags; see the README). Rates use [1m] so scrape intervals up to 30 s still give
+# two points; the gauges are instantaneous (the autoscaler's own windows do the averaging).
+# vLLM has no arrivals counter: completions per second stand in for arrivals (equal in steady
+# state; a gateway's request counter can be configured instead).
+VLLM_ARRIVAL_RATE = "sum by (customer, model) (rate(vllm:request_success_total[1m]))"
+VLLM_IN_FLIGHT = "sum by (customer, model) (vllm:num_requests_running)"
+VLLM_QUEUE_DEPTH = "sum by (customer, model) (vllm:num_requests_waiting)"
+VLLM_TOKENS_PER_S = "sum by (customer, model) (rate(vllm:generation_tokens_total[1m]))"
+# When the newest scraped sample is from: a Prometheus that stopped ingesting keeps answering
+# gauges from up to 5 minutes back (its lookback delta), so age is checked explicitly.
+VLLM_FRESHNESS = "max by (customer, model) (timestamp(vllm:num_requests_running))"
+
+
+PromQL = Annotated[str, Field(min_length=1)]
+
+
+class MetricsQueries(_Strict):
+    arrival_rate: PromQL = VLLM_ARRIVAL_RATE  # requests/s
+    in_flight: PromQL = VLLM_IN_FLIGHT  # requests being served
+    queue_depth: PromQL = VLLM_QUEUE_DEPTH  # requests waiting
+    tokens_per_s: PromQL | None = VLLM_TOKENS_PER_S  # null: not collected
+    freshness: PromQL | None = VLLM_FRESHNESS  # unix seconds of the newest sample; null: no check
+
+
+class MetricsConfig(_Strict):
+    """Where traffic comes from. ``none``: no source; every model reads as NoData and the
+    autoscaler holds its current scale (never reads silence as zero load)."""
+
+    source: Literal["none", "prometheus"] = "none"
+    url: str = Field(default="http://127.0.0.1:9090", pattern="^https?://")
+    # Bounds one whole collection (all queries together), not each query.
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+    # A model whose newest sample is older than this reads as NoData (4 x the default
+    # 15 s collect interval; the loop's metrics buffer uses 60 s too).
+    max_age_s: Annotated[float, Field(gt=0)] = 60.0
+    queries: MetricsQueries = MetricsQueries()
+
+
 class DaemonConfig(_Strict):
     database_url: str | None = None  # default: SQLite in the state directory
     policies: list[str] = []  # policy files applied at start and on SIGHUP
@@ -39,3 +79,4 @@ class DaemonConfig(_Strict):
     # "cloud": real providers; "sim": the simulated cloud (staging without credentials).
     provider_mode: str = Field(default="cloud", pattern="^(cloud|sim)$")
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
+    metrics: MetricsConfig = MetricsConfig()

@@ -1,0 +1,216 @@
+"""Traffic per model read from Prometheus (the production :class:`MetricsSource`).
+
+One instant query per metric (``/api/v1/query`` at the loop's ``now``) answers for every
+model at once; each query returns one series per model, labelled ``customer`` and ``model``.
+What this module owns is the meaning of silence:
+
+- a model with no series for a required metric gets ``None`` (NoData: the autoscaler holds
+  scale; a missing series is never read as zero load);
+- a model whose newest sample is older than ``max_age_s`` gets ``None`` too;
+- when Prometheus cannot answer (unreachable, HTTP error, a query error, a body that is not
+  its JSON, or the whole collection overrunning ``timeout_s``), every model gets ``None``,
+  one warning is logged and ``gpucap_metrics_source_errors_total{source,reason}`` counts it.
+  ``collect`` never raises: a bad scrape must not kill the tick.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.client import HTTPException
+from typing import Any
+
+import structlog
+
+from autoscaler.types import MetricsSample
+from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.telemetry import Metrics
+from schema.daemon_config import MetricsConfig, MetricsQueries
+
+log = structlog.get_logger("gpucap.metrics.prometheus")
+
+SOURCE = "prometheus"
+CUSTOMER_LABEL = "customer"
+MODEL_LABEL = "model"
+# One series per model: even thousands of models stay far below this. A body larger than
+# this is not an answer to our queries.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+Series = dict[ModelKey, float]
+
+
+class QueryFailed(Exception):
+    """Prometheus gave no usable answer. ``reason`` is a short, bounded label value."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class PrometheusSource:
+    url: str  # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
+    queries: MetricsQueries = MetricsQueries()
+    timeout_s: float = 5.0
+    max_age_s: float = 60.0
+    telemetry: Metrics | None = None
+    monotonic: Callable[[], float] = time.monotonic  # deadline bookkeeping only
+
+    @classmethod
+    def from_config(cls, cfg: MetricsConfig, telemetry: Metrics | None) -> PrometheusSource:
+        return cls(
+            url=cfg.url,
+            queries=cfg.queries,
+            timeout_s=cfg.timeout_s,
+            max_age_s=cfg.max_age_s,
+            telemetry=telemetry,
+        )
+
+    # ------------------------------------------------------------------ MetricsSource
+    def collect(
+        self, now: float, capacity: Mapping[ModelKey, Capacity]
+    ) -> dict[ModelKey, MetricsSample | None]:
+        if not capacity:
+            return {}
+        deadline = self.monotonic() + self.timeout_s
+        q = self.queries
+        try:
+            arrivals = self.query(q.arrival_rate, now, deadline)
+            in_flight = self.query(q.in_flight, now, deadline)
+            queued = self.query(q.queue_depth, now, deadline)
+            tokens = self.query(q.tokens_per_s, now, deadline) if q.tokens_per_s else {}
+            fresh = self.query(q.freshness, now, deadline, combine=max) if q.freshness else None
+        except QueryFailed as exc:
+            log.warning(
+                "metrics.source_failed",
+                source=SOURCE,
+                url=_redact(self.url),
+                reason=exc.reason,
+                detail=exc.detail,
+                models=len(capacity),
+                note="every model reads as NoData; the autoscaler holds scale",
+            )
+            if self.telemetry is not None:
+                self.telemetry.metrics_source_errors.labels(SOURCE, exc.reason).inc()
+            return {key: None for key in capacity}
+
+        out: dict[ModelKey, MetricsSample | None] = {}
+        for key in capacity:
+            if fresh is not None and now - fresh.get(key, -math.inf) > self.max_age_s:
+                out[key] = None  # no sample at all, or Prometheus stopped ingesting it
+                continue
+            if key not in arrivals or key not in in_flight or key not in queued:
+                out[key] = None
+                continue
+            out[key] = MetricsSample(
+                t=now,
+                arrival_rate=arrivals[key],
+                in_flight=in_flight[key],
+                queue_depth=queued[key],
+                tokens_per_s=tokens.get(key),
+            )
+        return out
+
+    # ------------------------------------------------------------------ one query
+    def query(
+        self,
+        promql: str,
+        now: float,
+        deadline: float,
+        *,
+        combine: Callable[[float, float], float] = lambda a, b: a + b,
+    ) -> Series:
+        """One instant query at ``now`` -> value per (customer, model). Several series for
+        one model (a query without ``sum by``) are summed, or ``combine``d."""
+        remaining = deadline - self.monotonic()
+        if remaining <= 0:
+            raise QueryFailed("timeout", f"collection exceeded {self.timeout_s:g}s")
+        params = urllib.parse.urlencode(
+            # Prometheus' own timeout stops the evaluation server-side as well.
+            {"query": promql, "time": f"{now:.3f}", "timeout": f"{remaining:.3f}"}
+        )
+        url = f"{self.url.rstrip('/')}/api/v1/query?{params}"
+        body = _fetch(url, remaining)
+        return _parse_vector(body, now, self.max_age_s, combine)
+
+
+def _fetch(url: str, timeout_s: float) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            body: bytes = resp.read(MAX_BODY_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise _http_failure(exc) from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise QueryFailed("timeout", f"no answer within {timeout_s:.2f}s") from None
+        raise QueryFailed("unreachable", str(exc.reason)) from None
+    except TimeoutError:
+        raise QueryFailed("timeout", f"no answer within {timeout_s:.2f}s") from None
+    except (OSError, HTTPException) as exc:
+        raise QueryFailed("unreachable", f"{type(exc).__name__}: {exc}") from None
+    if len(body) > MAX_BODY_BYTES:
+        raise QueryFailed("bad_response", f"body larger than {MAX_BODY_BYTES} bytes")
+    return body
+
+
+def _http_failure(exc: urllib.error.HTTPError) -> QueryFailed:
+    """Prometheus answers a bad or failed query with a JSON error body (400 bad_data, 422
+    execution, 503 timeout); anything else (a proxy's 502, a 404 for a wrong path) is an
+    HTTP error."""
+    try:
+        doc = json.loads(exc.read(64 * 1024))
+    except (ValueError, OSError):
+        doc = None
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        kind = str(doc.get("errorType", ""))
+        reason = "timeout" if kind == "timeout" else "query_error"
+        return QueryFailed(reason, f"HTTP {exc.code} {kind}: {doc.get('error', '')}")
+    return QueryFailed("http_error", f"HTTP {exc.code} {exc.reason}")
+
+
+def _parse_vector(
+    body: bytes, now: float, max_age_s: float, combine: Callable[[float, float], float]
+) -> Series:
+    try:
+        doc: Any = json.loads(body)
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            raise QueryFailed("bad_response", "not a successful Prometheus query response")
+        data = doc["data"]
+        if data["resultType"] != "vector":
+            raise QueryFailed("bad_response", f"expected a vector, got {data['resultType']}")
+        out: Series = {}
+        for item in data["result"]:
+            labels = item["metric"]
+            customer, model = labels.get(CUSTOMER_LABEL), labels.get(MODEL_LABEL)
+            if not customer or not model:
+                continue  # a series gpucap cannot attribute to a model
+            ts, raw = float(item["value"][0]), float(item["value"][1])
+            # NaN/Inf (e.g. a division by an idle rate) is not a measurement. A result
+            # stamped far behind ``now`` (a lagging proxy or replica) is stale.
+            if not math.isfinite(raw) or now - ts > max_age_s:
+                continue
+            key = (str(customer), str(model))
+            out[key] = combine(out[key], raw) if key in out else raw
+        return out
+    except QueryFailed:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise QueryFailed("bad_response", f"{type(exc).__name__}: {exc}") from None
+
+
+def _redact(url: str) -> str:
+    """Drop credentials a URL might carry before logging it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

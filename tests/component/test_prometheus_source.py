@@ -1,0 +1,214 @@
+"""PrometheusSource against a real Prometheus scraping vLLM-shaped replicas (tests/fakes/
+prometheus_server.py): values per model, missing series, staleness, and every way the
+server can fail to answer (down, wedged, erroring, not Prometheus at all)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import structlog.testing
+
+from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.prometheus_source import PrometheusSource
+from controlplane.telemetry import Metrics
+from schema.daemon_config import MetricsQueries
+from tests.fakes.prometheus_server import PrometheusFleet, VllmReplica, running_prometheus
+
+# Shared with the component test of the control loop: one Prometheus per worker.
+pytestmark = pytest.mark.xdist_group("prometheus")
+
+# Rates over 3 s instead of the default 1 m: rate() divides by the whole range, so over a
+# window older than the series it under-reads, and these series are seconds old.
+SHORT = MetricsQueries(
+    arrival_rate="sum by (customer, model) (rate(vllm:request_success_total[3s]))",
+    tokens_per_s="sum by (customer, model) (rate(vllm:generation_tokens_total[3s]))",
+)
+
+
+def caps(*keys: ModelKey) -> dict[ModelKey, Capacity]:
+    return {k: Capacity(1, 64.0) for k in keys}
+
+
+def errors(m: Metrics, reason: str) -> float:
+    v = m.registry.get_sample_value(
+        "gpucap_metrics_source_errors_total", {"source": "prometheus", "reason": reason}
+    )
+    return v or 0.0
+
+
+@pytest.fixture
+def fleet(prometheus: PrometheusFleet) -> Iterator[PrometheusFleet]:
+    """The session's Prometheus; replicas a test adds are removed after it."""
+    before = list(prometheus.replicas)
+    yield prometheus
+    for r in list(prometheus.replicas):
+        if r not in before:
+            prometheus.remove(r)
+
+
+@pytest.fixture(scope="module")
+def served(prometheus: PrometheusFleet) -> Iterator[list[VllmReplica]]:
+    """Two customers, one model name each plus an idle model, scraped 4 times (enough for a
+    3 s rate window). Tests read them and never change them."""
+    fleet = prometheus
+    replicas = [
+        fleet.add("acme", "llama-70b", running=10, waiting=3, rps=4.0, tokens_per_s=400),
+        fleet.add("acme", "llama-70b", running=12, waiting=1, rps=6.0, tokens_per_s=600),
+        fleet.add("acme", "chat-8b"),  # serving, but idle: real zeros
+        fleet.add("globex", "llama-70b", running=5, waiting=0, rps=2.5, tokens_per_s=250),
+    ]
+    for r in replicas:
+        fleet.server.wait_scraped(r, samples=4)
+    yield replicas
+    for r in replicas:
+        fleet.remove(r)
+
+
+def test_samples_per_model_match_what_the_replicas_serve(fleet, served):
+    telemetry = Metrics()
+    source = PrometheusSource(fleet.url, SHORT, telemetry=telemetry)
+    now = time.time()
+    out = source.collect(
+        now,
+        caps(("acme", "llama-70b"), ("acme", "chat-8b"), ("globex", "llama-70b")),
+    )
+
+    acme = out[("acme", "llama-70b")]
+    assert acme is not None
+    assert acme.t == now
+    assert acme.in_flight == 22  # summed over the model's two replicas
+    assert acme.queue_depth == 4
+    assert acme.arrival_rate == pytest.approx(10.0, rel=0.05)  # scrape-time jitter only
+    assert acme.tokens_per_s == pytest.approx(1000.0, rel=0.05)
+
+    globex = out[("globex", "llama-70b")]  # same model name, other customer: kept apart
+    assert globex is not None
+    assert (globex.in_flight, globex.queue_depth) == (5, 0)
+    assert globex.arrival_rate == pytest.approx(2.5, rel=0.05)
+
+    idle = out[("acme", "chat-8b")]  # series present with value zero: a real zero
+    assert idle is not None
+    assert (idle.arrival_rate, idle.in_flight, idle.queue_depth, idle.tokens_per_s) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert errors(telemetry, "unreachable") == 0
+
+
+def test_default_vllm_queries_read_the_gauges_and_rates(fleet, served):
+    out = PrometheusSource(fleet.url).collect(time.time(), caps(("acme", "llama-70b")))
+    sample = out[("acme", "llama-70b")]
+    assert sample is not None
+    assert (sample.in_flight, sample.queue_depth) == (22, 4)
+    # rate(...[1m]) over a series seconds old under-reads (PromQL divides by the range)
+    # but never over-reads.
+    assert 0 < sample.arrival_rate <= 10.0 * 1.05
+    assert sample.tokens_per_s is not None and 0 < sample.tokens_per_s <= 1000.0 * 1.05
+
+
+def test_model_without_series_is_none_not_zero(fleet, served):
+    gone = fleet.add("acme", "gone-7b", running=3, rps=1.0)
+    fleet.server.wait_scraped(gone, samples=2)
+    source = PrometheusSource(fleet.url, SHORT)
+    keys = caps(("acme", "llama-70b"), ("acme", "gone-7b"), ("acme", "never-served"))
+    assert source.collect(time.time(), keys)[("acme", "gone-7b")] is not None
+
+    fleet.remove(gone)  # the replica leaves discovery: Prometheus marks its series stale
+    fleet.server.wait_until(
+        'vllm:num_requests_running{model="gone-7b"}', lambda r: not r, timeout_s=10
+    )
+    out = source.collect(time.time(), keys)
+    assert out[("acme", "gone-7b")] is None
+    assert out[("acme", "never-served")] is None
+    assert out[("acme", "llama-70b")] is not None
+
+
+def test_a_model_missing_one_required_metric_is_none(fleet, served):
+    # A queue query that matches nothing for chat-8b (only llama-70b has waiting requests).
+    queries = SHORT.model_copy(
+        update={"queue_depth": "sum by (customer, model) (vllm:num_requests_waiting > 0)"}
+    )
+    out = PrometheusSource(fleet.url, queries).collect(
+        time.time(), caps(("acme", "llama-70b"), ("acme", "chat-8b"))
+    )
+    assert out[("acme", "llama-70b")] is not None
+    assert out[("acme", "chat-8b")] is None
+
+
+def test_samples_older_than_max_age_are_none(fleet, served):
+    # Asked 90 s ahead, Prometheus still answers the gauges from its 5-minute lookback, as
+    # one that stopped ingesting would; the freshness query shows the newest sample's age.
+    long_rates = MetricsQueries(
+        arrival_rate="sum by (customer, model) (rate(vllm:request_success_total[5m]))",
+        tokens_per_s=None,
+    )
+    later = time.time() + 90
+    key = ("acme", "llama-70b")
+    assert PrometheusSource(fleet.url, long_rates, max_age_s=60).collect(later, caps(key)) == {
+        key: None
+    }
+    fresh_enough = PrometheusSource(fleet.url, long_rates, max_age_s=120).collect(later, caps(key))[
+        key
+    ]
+    assert fresh_enough is not None and fresh_enough.in_flight == 22
+
+
+def test_prometheus_down_gives_none_for_every_model_and_counts_it():
+    with running_prometheus(wait_scrape=False) as own:
+        url = own.url
+    # Stopped: nothing listens on its port any more.
+    telemetry = Metrics()
+    keys = caps(("acme", "llama-70b"), ("globex", "coder-32b"))
+    with structlog.testing.capture_logs() as logs:
+        out = PrometheusSource(url, telemetry=telemetry).collect(time.time(), keys)
+    assert out == {k: None for k in keys}
+    assert errors(telemetry, "unreachable") == 1
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert warnings[0]["reason"] == "unreachable"
+
+
+def test_wedged_prometheus_is_bounded_by_the_timeout(fleet, served):
+    telemetry = Metrics()
+    source = PrometheusSource(fleet.url, SHORT, timeout_s=0.5, telemetry=telemetry)
+    key = ("acme", "llama-70b")
+    with fleet.server.paused():
+        t0 = time.monotonic()
+        out = source.collect(time.time(), caps(key))
+        took = time.monotonic() - t0
+    assert out == {key: None}
+    assert took < 1.5  # one bound for the whole collection, not 0.5 s per query
+    assert errors(telemetry, "timeout") == 1
+    # Once it answers again, so does the source.
+    assert source.collect(time.time(), caps(key))[key] is not None
+
+
+def test_query_error_http_error_and_non_prometheus_answers(fleet, served):
+    key = ("acme", "llama-70b")
+    telemetry = Metrics()
+
+    bad_promql = SHORT.model_copy(update={"in_flight": "sum by (customer, model) ("})
+    source = PrometheusSource(fleet.url, bad_promql, telemetry=telemetry)
+    assert source.collect(time.time(), caps(key)) == {key: None}
+    assert errors(telemetry, "query_error") == 1
+
+    wrong_path = PrometheusSource(f"{fleet.url}/no-such-prefix", telemetry=telemetry)
+    assert wrong_path.collect(time.time(), caps(key)) == {key: None}
+    assert errors(telemetry, "http_error") == 1
+
+    # A model server's own /metrics endpoint answers every path with text, not JSON.
+    not_prometheus = PrometheusSource(f"http://{fleet.exporter.addr}", telemetry=telemetry)
+    assert not_prometheus.collect(time.time(), caps(key)) == {key: None}
+    assert errors(telemetry, "bad_response") == 1
+
+
+def test_no_models_asks_nothing():
+    # No capacity -> no query at all (an unroutable URL would otherwise fail).
+    telemetry = Metrics()
+    source = PrometheusSource("http://127.0.0.1:1", telemetry=telemetry)
+    assert source.collect(time.time(), {}) == {}
+    assert errors(telemetry, "unreachable") == 0
