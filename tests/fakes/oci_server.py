@@ -193,6 +193,47 @@ def _short(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def resource_principal_token(
+    tenancy: str, compartment: str, public_pem: str, *, ttl_s: int = 3600
+) -> str:
+    """A resource principal session token (RPST) as OCI's auth service would issue one: a JWT
+    naming the resource's tenancy and compartment and carrying the session public key
+    (``jwk``). The fake is its own issuer, so the JWT signature is a placeholder; requests
+    signed with ``keyId="ST$<token>"`` are verified against the key in the token."""
+    key = serialization.load_pem_public_key(public_pem.encode())
+    assert isinstance(key, rsa.RSAPublicKey)
+    numbers = key.public_numbers()
+    now = int(time.time())
+    jwk = {
+        "kty": "RSA",
+        "alg": "RS256",
+        "use": "sig",
+        "kid": "session",
+        "n": _b64url(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")),
+        "e": _b64url(numbers.e.to_bytes((numbers.e.bit_length() + 7) // 8, "big")),
+    }
+    header = {"alg": "RS256", "typ": "JWT", "kid": "fake-issuer"}
+    payload = {
+        "sub": f"ocid1.datasciencenotebooksession.oc1..{_short(compartment)}",
+        "res_tenant": tenancy,
+        "res_compartment": compartment,
+        "res_type": "resource",
+        "iat": now,
+        "exp": now + ttl_s,
+        "jwk": json.dumps(jwk),
+    }
+    parts = [_b64url(json.dumps(x).encode()) for x in (header, payload)]
+    return ".".join([*parts, _b64url(b"fake-issuer-signature")])
+
+
 def generate_key_pair(pass_phrase: str | None = None) -> tuple[str, str, str]:
     """A throwaway RSA key pair for request signing: (private PEM, public PEM, fingerprint).
     The fingerprint is OCI's: MD5 of the DER public key, colon-separated."""
@@ -614,13 +655,16 @@ class _Handler(BaseHTTPRequestHandler):
             if fake.default_tenancy is None:
                 raise ApiError(401, *PRESETS["auth"][1:])
             return fake.default_tenancy
-        tenancy_ocid = key_id.split("/")[0]
-        tenancy = fake._tenancies.get(tenancy_ocid)
-        if tenancy is None or not tenancy.keys:
-            raise ApiError(401, *PRESETS["auth"][1:])
-        public_key = tenancy.keys.get(key_id)
-        if public_key is None:
-            raise ApiError(401, *PRESETS["auth"][1:])
+        if key_id.startswith("ST$"):
+            tenancy_ocid, public_key = _session_key(fake, key_id[3:])
+        else:
+            tenancy_ocid = key_id.split("/")[0]
+            tenancy = fake._tenancies.get(tenancy_ocid)
+            if tenancy is None or not tenancy.keys:
+                raise ApiError(401, *PRESETS["auth"][1:])
+            public_key = tenancy.keys.get(key_id)
+            if public_key is None:
+                raise ApiError(401, *PRESETS["auth"][1:])
         lines = []
         for name in fields.get("headers", "").split():
             if name == "(request-target)":
@@ -641,6 +685,22 @@ class _Handler(BaseHTTPRequestHandler):
         except (InvalidSignature, ValueError):
             raise ApiError(401, "NotAuthenticated", "The request signature is invalid.") from None
         return tenancy_ocid
+
+
+def _session_key(fake: FakeOci, token: str) -> tuple[str, Any]:
+    """(tenancy, session public key) from a security token the fake issued."""
+    try:
+        claims = json.loads(_b64url_decode(token.split(".")[1]))
+        jwk = json.loads(claims["jwk"])
+        n = int.from_bytes(_b64url_decode(jwk["n"]), "big")
+        e = int.from_bytes(_b64url_decode(jwk["e"]), "big")
+        tenancy = str(claims["res_tenant"])
+        expired = int(claims["exp"]) < time.time()
+    except (IndexError, KeyError, ValueError, TypeError):
+        raise ApiError(401, "NotAuthenticated", "The security token is malformed.") from None
+    if expired or tenancy not in fake._tenancies:
+        raise ApiError(401, "NotAuthenticated", "The security token is expired or unknown.")
+    return tenancy, rsa.RSAPublicNumbers(e, n).public_key()
 
 
 # --- routes -------------------------------------------------------------------------------

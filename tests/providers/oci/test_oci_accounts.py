@@ -15,6 +15,7 @@ from providers.oci.provider import OciProvider
 from schema.policy import Account, Credentials
 from schema.types import Cloud, Owner
 from tests.contract.harness_oci import REGION
+from tests.fakes.oci_server import generate_key_pair, resource_principal_token
 from tests.providers.oci.conftest import FAST_RETRY, World
 
 
@@ -71,23 +72,39 @@ def test_customer_compartment_needs_an_admit_policy(
     assert node.zone == world.fake.ad_name(world.a.tenancy, REGION, 1)
 
 
-def test_principal_reference_reads_no_config_file(world: World, tmp_path: Any) -> None:
-    """An instance-principal account is a reference only: building its provider reads no
-    file and touches no network (the signer is built on first use)."""
+def test_resource_principal_reaches_an_admitting_customer_without_any_key_file(
+    world: World, node_request: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpucap runs as an OCI resource in tenancy b (``principal: resource``): the SDK's
+    resource principal signer signs with a session key under a token naming b. No config
+    file exists. The customer (tenancy a) admits b; the node lands in a's compartment."""
+    session_pem, session_public, _ = generate_key_pair()
+    token = resource_principal_token(world.b.tenancy, world.b.compartment, session_public)
+    monkeypatch.setenv("OCI_RESOURCE_PRINCIPAL_VERSION", "2.2")
+    monkeypatch.setenv("OCI_RESOURCE_PRINCIPAL_RPST", token)
+    monkeypatch.setenv("OCI_RESOURCE_PRINCIPAL_PRIVATE_PEM", session_pem)
+    monkeypatch.setenv("OCI_RESOURCE_PRINCIPAL_REGION", REGION)
     account = Account(
-        name="oci-principal",
+        name="acme-oci",
         cloud=Cloud.OCI,
         owner=Owner.CUSTOMER,
         regions=[REGION],
         credentials=Credentials(
-            principal="instance", tenancy=world.a.tenancy, compartment_id=world.a.compartment
+            principal="resource", tenancy=world.a.tenancy, compartment_id=world.a.compartment
         ),
     )
     provider = OciProvider(
         account,
         endpoint_url=world.fake.endpoint_template,
-        config_file=str(tmp_path / "does-not-exist"),
+        config_file=str(world.tmp / "no-such-config"),
         retry_policy=FAST_RETRY,
     )
-    assert provider.account == "oci-principal"
-    assert world.fake.requests() == []
+    with pytest.raises(AuthFailed):
+        provider.create_node(node_request(None))  # not admitted yet
+    world.fake.grant(world.b.tenancy, world.a.compartment)
+    node = provider.create_node(node_request(None)).node
+    (inst,) = world.fake.live_instances()
+    assert (inst["id"], inst["compartmentId"]) == (node.instance_id, world.a.compartment)
+    signed = world.fake.requests("LaunchInstance")[-1]
+    assert signed.tenancy == world.b.tenancy  # the principal's identity, not a's
+    assert signed.headers["authorization"].count('keyId="ST$') == 1
