@@ -340,9 +340,12 @@ class PrometheusFleet:
 
 
 def prometheus_binary() -> str:
-    """The binary, or skip (fail under CI=true) with the reason."""
-    if shutil.which(PROMETHEUS_BIN) is not None:
-        return PROMETHEUS_BIN
+    """The binary (``$GPUCAP_TEST_PROMETHEUS``, Debian's path, else on PATH), or skip with
+    the reason (fail under CI=true)."""
+    for candidate in (PROMETHEUS_BIN, "prometheus"):
+        found = shutil.which(candidate)
+        if found is not None:
+            return found
     why = f"{PROMETHEUS_BIN} not found (apt-get install -y prometheus)"
     if os.environ.get("CI") == "true":
         pytest.fail(f"Prometheus is required under CI=true: {why}")

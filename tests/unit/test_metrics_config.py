@@ -1,0 +1,76 @@
+"""The daemon config's ``metrics`` section: defaults, bad input named by file/line/field, and
+what ``cloud_wiring`` builds from it (no Prometheus needed: nothing here queries)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controlplane.daemon import Daemon, cloud_wiring
+from controlplane.prometheus_source import PrometheusSource
+from schema.daemon_config import VLLM_IN_FLIGHT, DaemonConfig
+from schema.policy_file import PolicyError, parse_yaml_model
+
+CONFIG = """\
+provider_mode: sim
+metrics:
+  source: prometheus
+  url: http://prometheus.internal:9090/prom
+  timeout_s: 2.5
+  max_age_s: 45
+  queries:
+    arrival_rate: sum by (customer, model) (rate(gateway_requests_total[1m]))
+    tokens_per_s: null
+"""
+
+
+def parse(text: str) -> DaemonConfig:
+    cfg, _ = parse_yaml_model(text, DaemonConfig, "daemon.yaml")
+    return cfg
+
+
+def test_defaults_keep_no_source():
+    cfg = DaemonConfig()
+    assert cfg.metrics.source == "none"
+    assert cfg.metrics.queries.in_flight == VLLM_IN_FLIGHT
+
+
+def test_prometheus_section_builds_the_source_and_shares_the_daemon_metrics(tmp_path: Path):
+    cfg = parse(CONFIG).model_copy(update={"database_url": f"sqlite:///{tmp_path / 'g.db'}"})
+    wiring = cloud_wiring(cfg, tmp_path)
+    source = wiring.metrics_source
+    assert isinstance(source, PrometheusSource)
+    assert source.url == "http://prometheus.internal:9090/prom"
+    assert (source.timeout_s, source.max_age_s) == (2.5, 45)
+    assert "gateway_requests_total" in source.queries.arrival_rate
+    assert source.queries.in_flight == VLLM_IN_FLIGHT  # unset queries keep the vLLM default
+    assert source.queries.tokens_per_s is None
+    # Its failures are counted on the registry the daemon serves at /metrics.
+    assert source.telemetry is wiring.telemetry
+    assert Daemon(cfg, wiring).telemetry is wiring.telemetry
+
+
+def test_source_none_observes_nothing(tmp_path: Path):
+    cfg = DaemonConfig(provider_mode="sim", database_url=f"sqlite:///{tmp_path / 'g.db'}")
+    source = cloud_wiring(cfg, tmp_path).metrics_source
+    assert not isinstance(source, PrometheusSource)
+    assert source.collect(0.0, {}) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("metrics:\n  source: graphite\n", 2, "metrics.source"),
+        ("metrics:\n  timeout_s: 0\n", 2, "metrics.timeout_s"),
+        ("metrics:\n  url: prometheus:9090\n", 2, "metrics.url"),
+        ("metrics:\n  queries:\n    in_flight: ''\n", 3, "metrics.queries.in_flight"),
+        ("metrics:\n  queries:\n    latency: x\n", 3, "metrics.queries.latency"),
+    ],
+)
+def test_bad_metrics_config_names_line_and_field(text: str, line: int, field: str):
+    with pytest.raises(PolicyError) as exc:
+        parse(text)
+    (problem,) = exc.value.problems
+    assert str(problem).startswith(f"daemon.yaml:{line}:")
+    assert field in str(problem)
