@@ -176,6 +176,11 @@ def translate(exc: BaseException, where: Where) -> ProviderError | None:
     return None
 
 
+def is_retry_token_conflict(err: ProviderError) -> bool:
+    """The opc-retry-token already launched a *different* request (409)."""
+    return isinstance(err, InvalidRequest) and err.code == "InvalidatedRetryToken"
+
+
 def _by_status(status: int) -> tuple[type[ProviderError], Scope, bool]:
     if status == 429:
         return Throttled, Scope.ACCOUNT_REGION, True

@@ -7,9 +7,11 @@ the token has expired (24 h, clouds.md §A.5) or was never sent. The find and th
 retried together as one unit, so an attempt after a lost response finds instead of creating.
 
 A retry token outlives the instance it made: OCI replays the original launch response for
-24 h, even after that instance was terminated. A re-create of a terminated intent would get
-the dead instance back, so when the launched instance reads as terminated, the token is
-chained to that instance's OCID (deterministic, so crash-safe) and the launch repeated.
+24 h, even after that instance was terminated, and answers 409 if the same token comes with
+a different request. A re-create of a terminated intent would get the dead instance back (or
+the 409, when it is placed elsewhere this time), so the token is then chained, to the dead
+instance's OCID or to a digest of the new request (deterministic, so crash-safe), and the
+launch repeated.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from providers.errors import (
     Scope,
     TransientError,
 )
-from providers.oci.errors import Target, Where
+from providers.oci.errors import Target, Where, is_retry_token_conflict
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
 from providers.retry import call_with_retry
@@ -89,6 +91,12 @@ def to_node(inst: Any, region: str, private_ip: str | None = None) -> CloudNode:
     )
 
 
+def _launch_digest(req: NodeRequest, zone: str, image: str, subnet: str) -> str:
+    parts = [zone, req.instance_type, image, subnet, req.user_data, req.reservation or ""]
+    parts += [f"{k}={v}" for k, v in sorted(req.tags.items())]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
 class Instances:
     """Instance verbs for one account (all regions)."""
 
@@ -124,7 +132,16 @@ class Instances:
             return CreateResult(to_node(found, req.region), created=False)
         replaced: str | None = None
         for _ in range(_MAX_TOKEN_CHAIN):
-            inst = self._launch(req, zone, image, subnet, retry_token(req.intent_id, replaced))
+            token = retry_token(req.intent_id, replaced)
+            try:
+                inst = self._launch(req, zone, image, subnet, token)
+            except InvalidRequest as err:
+                if not is_retry_token_conflict(err):
+                    raise
+                # The token launched a different request before (the intent was placed
+                # elsewhere once its instance was gone): chain it to this request's content.
+                replaced = f"{token}\x00{_launch_digest(req, zone, image, subnet)}"
+                continue
             current = self.session.call_once(
                 "get_instance",
                 self.session.compute(req.region).get_instance,
@@ -136,7 +153,7 @@ class Instances:
                 return CreateResult(to_node(current, req.region), created=True)
             replaced = inst.id  # a replay of a terminated instance's launch: chain the token
         raise TransientError(
-            f"intent {req.intent_id}: launch kept returning terminated instances",
+            f"intent {req.intent_id}: launch kept replaying earlier requests",
             "RetryTokenReplay",
             Scope.REQUEST,
             retryable=False,

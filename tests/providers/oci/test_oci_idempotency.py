@@ -155,3 +155,22 @@ def test_running_nodes_carry_their_private_ip(
     assert set(listed) == {n.instance_id for n in made}
     assert all(listed.values()) and len(set(listed.values())) == 2
     assert listed[made[0].instance_id] == seen.private_ip
+
+
+def test_recreate_in_another_ad_is_not_stopped_by_the_token_conflict(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    """The intent's token launched into AD-1; its instance is gone and placement now asks for
+    AD-2. The same token with a different body is a 409 at OCI: the adapter must chain the
+    token and launch, not fail the intent for 24 hours."""
+    provider = world.provider()
+    intent = "n-moved"
+    old = provider.create_node(node_request(world.fake.ad_name(world.a.tenancy, REGION, 1), intent))
+    provider.terminate_node(REGION, old.node.instance_id)
+    ad2 = world.fake.ad_name(world.a.tenancy, REGION, 2)
+    moved = provider.create_node(node_request(ad2, intent))
+    assert moved.created is True and moved.node.zone == ad2
+    statuses = [r.status for r in world.fake.requests("LaunchInstance")]
+    assert 409 in statuses  # the conflict really happened on the wire
+    live = world.fake.live_instances_with_tag(TAG_INTENT, intent)
+    assert [i["id"] for i in live] == [moved.node.instance_id]
