@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from controlplane.cli import account, daemon, db, oncall, policy, read, simulate
+from controlplane.cli import account, daemon, db, decisions, oncall, policy, read, simulate
 
 app = typer.Typer(
     name="gpucap",
@@ -18,6 +18,7 @@ app = typer.Typer(
 daemon.register(app)
 read.register(app)
 oncall.register(app)
+decisions.register(app)
 policy.register(app)
 db.register(app)
 simulate.register(app)
