@@ -6,7 +6,7 @@ Includes are expanded *when the file is read*, into a self-contained policy text
 - the stored policy version (``policy_versions.raw_yaml``) and its sha256 cover the included
   account, so editing an account file makes a new version, and a stored version never
   depends on files that may have moved since;
-- each include is replaced *on its own line* by the account as a one-line flow mapping, so
+- each include is replaced *on its own line* by the account as a one-line YAML flow mapping, so
   every other line keeps its number and problems found later still point at the right
   line of the policy file;
 - a problem inside an included file names that file and its line; a problem with the
@@ -18,7 +18,7 @@ The account-file-only fields (``customer``, ``images``) are checked and dropped.
 
 from __future__ import annotations
 
-import json
+import io
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,22 @@ def expand_account_includes(text: str, source: str, base_dir: Path) -> str:
             continue
         account = spec.account().model_dump(mode="json", exclude_defaults=True)
         ending = "\n" if lines[line].endswith("\n") else ""
-        flow = json.dumps(account, separators=(", ", ": "))
+        flow = _one_line_flow(account)
         lines[line] = f"{lines[line][:col]}{flow}  # from {rel}{ending}"
     if problems:
         raise PolicyError(problems)
     return "".join(lines)
+
+
+def _one_line_flow(data: dict[str, Any]) -> str:
+    """``data`` as a one-line YAML flow mapping (``{name: a, regions: [x, y]}``): the same
+    plain style a person writes, so the expanded text reads like the original."""
+    yaml = YAML(typ="rt")
+    yaml.default_flow_style = True
+    yaml.width = 1_000_000  # never wrap: the include must stay on its line
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    text = buf.getvalue().strip()
+    if "\n" in text:  # cannot happen for an Account's scalar fields; guard the line count
+        raise ValueError("an included account did not render on one line")
+    return text

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from schema.policy_includes import read_policy_text
+
 EXAMPLE_POLICY_PATH = Path(__file__).resolve().parents[1] / "examples" / "policy.yaml"
 
 
 def example_policy() -> str:
-    return EXAMPLE_POLICY_PATH.read_text()
+    # As the CLI and the daemon read it: account includes expanded (schema/policy_includes.py).
+    return read_policy_text(EXAMPLE_POLICY_PATH)
 
 
 def edited(text: str, old: str, new: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from controlplane.cli.main import app
+from schema.account_file import load_account_file
 from schema.policy_file import PolicyError, load_policy_file
 from schema.policy_includes import expand_account_includes, read_policy_text
 
@@ -115,10 +116,20 @@ def test_includes_in_a_flow_list_are_refused(tmp_path: Path) -> None:
 
 
 def test_text_without_includes_is_unchanged(tmp_path: Path) -> None:
-    text = (ROOT / "examples" / "policy.yaml").read_text()
+    text = POLICY.replace("  - file: accounts/acme-aws.yaml   # included\n", "")
+    assert "file" not in text
     assert expand_account_includes(text, "p.yaml", tmp_path) == text
+    mentions = "# an include looks like: - file: accounts/x.yaml\n" + text  # not an include
+    assert expand_account_includes(mentions, "p.yaml", tmp_path) == mentions
     broken = "customer: [unclosed\n  file: x"
     assert expand_account_includes(broken, "p.yaml", tmp_path) == broken
+
+
+def test_the_example_policy_takes_its_aws_account_from_the_account_file() -> None:
+    loaded = load_policy_file(ROOT / "examples" / "policy.yaml")
+    spec = load_account_file(ROOT / "examples" / "accounts" / "aws-customer.yaml").spec
+    assert loaded.policy.account("acme-aws") == spec.account()
+    assert loaded.policy.customer == spec.customer
 
 
 def test_example_policy_with_account_files_is_valid() -> None:
