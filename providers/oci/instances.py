@@ -152,11 +152,10 @@ class Instances:
                 log.info("oci.create_launched", intent=req.intent_id, instance=current.id)
                 return CreateResult(to_node(current, req.region), created=True)
             replaced = inst.id  # a replay of a terminated instance's launch: chain the token
-        raise TransientError(
+        raise InvalidRequest(
             f"intent {req.intent_id}: launch kept replaying earlier requests",
             "RetryTokenReplay",
             Scope.REQUEST,
-            retryable=False,
             region=req.region,
             zone=zone,
             instance_type=req.instance_type,
