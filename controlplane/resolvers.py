@@ -13,6 +13,7 @@ from providers.base import CloudNode, Provider
 from providers.credentials import ExternalIdGenerator
 from providers.errors import AuthFailed, Scope
 from providers.registry import ProviderUnavailable, build_provider
+from providers.retry import DEFAULT_POLICY, RetryPolicy
 from providers.sim import SimCloud, SimProvider
 from schema.policy import Account, Credentials
 from schema.types import Cloud, Owner
@@ -34,6 +35,7 @@ class SimResolver:
     by customer and name, so two customers' accounts never see each other's instances."""
 
     world: SimCloud
+    retry: RetryPolicy = DEFAULT_POLICY  # in-call retries of throttled/transient creates
     _cache: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -42,7 +44,7 @@ class SimResolver:
         with self._lock:
             if (customer, account.name) not in self._cache:
                 self._cache[(customer, account.name)] = SimProvider(
-                    Cloud(account.cloud), key, self.world
+                    Cloud(account.cloud), key, self.world, retry=self.retry
                 )
             return self._cache[(customer, account.name)]
 

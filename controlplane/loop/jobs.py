@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler.types import AutoscalerInput, Decision
 from controlplane.loop.context import LoopContext, epoch
@@ -371,6 +372,13 @@ class ControlLoop:
                 self._reconcile_node(snap)
             except ProviderError as err:
                 self._provider_error(snap, err)
+            except StaleDataError:
+                pass  # another job moved this node on; the next tick sees where it is
+            except Exception:
+                # An adapter bug must not stall every other node: log it, count it, and
+                # leave this node as it is for the next tick.
+                ctx.telemetry.provider_errors.labels(snap.cloud, snap.account, "Unexpected").inc()
+                log.exception("reconcile.node_failed", node=snap.id, state=snap.state)
         self._settle_replicas()
         now = ctx.now()
         if self._last_gc is None or now - self._last_gc >= ctx.tuning.gc_every_s:
@@ -431,6 +439,17 @@ class ControlLoop:
         with ctx.store.session() as s:
             row = s.get(Node, n.id)
             if row is None or row.version != n.version or row.state != NodeState.PENDING:
+                return
+            pool = s.get(Pool, n.pool_id)
+            until = epoch(pool.unavailable_until) if pool is not None else None
+            if pool is not None and until is not None and until > ctx.now():
+                # The pool was blocked after this intent was placed (e.g. an auth failure
+                # on a sibling node this tick). Don't call a cloud we know will refuse:
+                # fail the intent so placement re-places it. Had an earlier attempt reached
+                # the cloud, the orphan collector finds the instance by its intent tag.
+                row.state = NodeState.FAILED.value
+                row.failed_at = ctx.now_dt()
+                row.error = f"not attempted: pool blocked ({pool.unavailable_reason})"
                 return
             row.attempts += 1
             row.last_attempt_at = ctx.now_dt()
@@ -601,7 +620,11 @@ class ControlLoop:
             ]
         reaped = 0
         for customer, acct, regions in targets:
-            provider = ctx.providers.provider(customer, acct)
+            try:
+                provider = ctx.providers.provider(customer, acct)
+            except ProviderError as err:
+                ctx.telemetry.provider_errors.labels(acct.cloud, acct.name, err.kind).inc()
+                continue
             for region in regions:
                 try:
                     found = provider.list_nodes(
@@ -623,7 +646,11 @@ class ControlLoop:
                     st = known.get(c.intent_id)
                     if st is not None and not NodeState(st).is_terminal:
                         continue
-                    provider.terminate_node(region, c.instance_id)
+                    try:
+                        provider.terminate_node(region, c.instance_id)
+                    except ProviderError as err:
+                        ctx.telemetry.provider_errors.labels(acct.cloud, acct.name, err.kind).inc()
+                        continue  # found again on the next sweep
                     reaped += 1
                     with ctx.store.session() as s:
                         add_event(

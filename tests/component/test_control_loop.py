@@ -21,6 +21,7 @@ from controlplane.store.db import Store
 from controlplane.store.models import DecisionRecord, Event, Model, Node, Pool
 from controlplane.telemetry import Metrics
 from providers.base import TAG_CUSTOMER, TAG_MANAGED, NodeRequest, ownership_tags
+from providers.retry import NO_RETRY
 from providers.sim import SimCloud, SimProvider, SimTimings
 from schema.types import Cloud, NodeState
 
@@ -77,7 +78,8 @@ def loop(store: Store, world: tuple[SimCloud, Clock]) -> tuple[ControlLoop, Scri
     load = ScriptedLoad()
     ctx = LoopContext(
         store=store,
-        providers=SimResolver(sim),
+        # No in-call sleeps: the loop's own backoff (on the test clock) handles retries.
+        providers=SimResolver(sim, retry=NO_RETRY),
         metrics_source=load,
         health=SimHealth(sim),
         autoscaler=GpucapAutoscaler(),
@@ -269,3 +271,34 @@ def test_every_recorded_autoscaling_decision_replays_identically(loop, world, st
                 continue
             out = replay(GpucapAutoscaler(), Decision(r.desired or 0, r.reason), r.inputs)
             assert out.matches, (r.id, r.reason, r.desired, out.replayed)
+
+
+def test_auth_failure_blocks_the_account_and_placement_goes_elsewhere(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    sim.inject(Cloud.AWS, "demo/demo-aws", "auth", count=1)
+    load.load[("demo", "llama-70b")] = 100.0
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "llama-70b")
+    assert len(nodes) == 3 and all(n.state == NodeState.READY for n in nodes)
+    assert {n.cloud for n in nodes} <= {"gcp", "oci"}
+    with store.session() as s:
+        aws = s.scalars(select(Pool).where(Pool.account == "demo-aws")).all()
+        assert aws and all("AuthFailed" in (p.unavailable_reason or "") for p in aws)
+    assert_no_leak(store, sim)
+
+
+def test_throttling_and_5xx_back_off_then_succeed_in_place(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    sim.inject(Cloud.AWS, "demo/demo-aws", "throttle", count=3)
+    sim.inject(Cloud.AWS, "demo/demo-aws", "transient", count=3)
+    load.load[("demo", "chat-8b")] = 20.0
+    run(ctl, clock, 30)
+    nodes = live_nodes(store, "chat-8b")
+    assert nodes and all(n.state == NodeState.READY and n.cloud == "aws" for n in nodes)
+    assert max(n.attempts for n in nodes) > 1  # retried, not failed over
+    with store.session() as s:
+        # Throttling is never a reason to block an offering (HOUSE-STYLE principle 7).
+        assert all(p.unavailable_until is None for p in s.scalars(select(Pool)))
+    assert_no_leak(store, sim)
