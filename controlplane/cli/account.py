@@ -14,9 +14,10 @@ For a customer-owned AWS account the ExternalId is the daemon's (``providers.cre
 the check reads ``$GPUCAP_EXTERNAL_ID_SECRET`` or the daemon's state directory, and never
 invents a key, which would yield an id no trust policy knows.
 
-Each cloud's checks live in ``providers/<cloud>/check.py`` as
+Each cloud's own checks live in ``providers/<cloud>/check.py`` as
 ``preflight(provider, regions[, *, images]) -> list[Finding]`` where a finding has
-``check``, ``target``, ``ok`` and ``detail``.
+``check``, ``target``, ``ok`` and ``detail``; a cloud without one gets the generic checks
+over the Provider interface (``providers/preflight.py``).
 """
 
 from __future__ import annotations
@@ -108,28 +109,32 @@ def run_check(
         provider = build_provider(
             spec.account(), customer=who, external_id=external_id, endpoint_url=endpoint_url
         )
-        module = importlib.import_module(f"providers.{spec.cloud.value}.check")
-    except (ValueError, ProviderUnavailable, ImportError) as exc:
+    except (ValueError, ProviderUnavailable) as exc:
         return [Finding("setup", spec.name, False, str(exc))], external_id
-    return _preflight(module, provider, spec.regions, spec.images), external_id
+    return _preflight(spec.cloud, provider, spec.regions, spec.images), external_id
 
 
 def _preflight(
-    module: Any, provider: Any, regions: Sequence[str], images: Mapping[str, str]
+    cloud: Cloud, provider: Any, regions: Sequence[str], images: Mapping[str, str]
 ) -> list[Finding]:
-    fn = module.preflight
-    kwargs: dict[str, Any] = {}
-    out: list[Finding] = []
-    if images:
+    """The cloud's own preflight when its adapter has one, else the generic one over the
+    Provider interface; images the cloud's check does not take are checked generically."""
+    from providers.preflight import generic_preflight, image_findings
+
+    modname = f"providers.{cloud.value}.check"
+    try:
+        module = importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        if exc.name != modname:
+            raise
+        found = generic_preflight(provider, list(regions), images=images)
+    else:
+        fn = module.preflight
         if "images" in inspect.signature(fn).parameters:
-            kwargs["images"] = dict(images)
+            found = list(fn(provider, list(regions), images=dict(images)))
         else:
-            out.append(
-                Finding("image", ", ".join(images), False, "this cloud's check ignores images")
-            )
-    for f in fn(provider, list(regions), **kwargs):
-        out.append(Finding(str(f.check), str(f.target), bool(f.ok), str(f.detail)))
-    return out
+            found = list(fn(provider, list(regions))) + image_findings(provider, images)
+    return [Finding(str(f.check), str(f.target), bool(f.ok), str(f.detail)) for f in found]
 
 
 AccountArgument = Annotated[

@@ -10,25 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from providers.aws import AwsProvider
 from providers.aws.errors import from_botocore
 from providers.aws.offerings import AWS_TYPES, zones_and_offered
 from providers.aws.quotas import quota_headroom
 from providers.errors import ProviderError
+from providers.preflight import Finding
 
 GPU_NODE_TYPES = tuple(t for t in AWS_TYPES if t.gpus == 8)  # the 8-GPU H100/H200 nodes
 ONE_NODE_VCPUS = max(t.vcpus for t in GPU_NODE_TYPES)
 _ROLE_ACCOUNT = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/")
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str  # credentials | region | offerings | quota | image
-    target: str
-    ok: bool
-    detail: str
 
 
 def preflight(
