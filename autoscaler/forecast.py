@@ -144,7 +144,7 @@ def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
         state["resid2"] = RESIDUAL_ALPHA * resid * resid + (1 - RESIDUAL_ALPHA) * r2
     state["level_t"] = start + secs
     # Per-request cost, only from buckets where requests did not queue.
-    if reqs > 0 and queue_secs / secs < QUEUE_FREE:
+    if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs
         old = state.get("cost")
         state["cost"] = cost if old is None else COST_ALPHA * cost + (1 - COST_ALPHA) * old

@@ -49,6 +49,7 @@ from autoscaler.window import (
 )
 
 QUEUE_FREE = forecast.QUEUE_FREE  # mean waiting requests below which a sample is unqueued
+MIN_RATE = 1e-3  # requests/s below which a window cannot teach the per-request cost
 IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
 MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
@@ -165,7 +166,7 @@ class GpucapAutoscaler:
         spec's profiled service time (concurrency only)."""
         if model.cost is not None and model.cost > 0:
             return model.cost
-        if observed is not None and rate > 0 and observed > 0:
+        if observed is not None and rate >= MIN_RATE and observed > 0:
             return observed / rate
         if metric == "concurrency" and mean_service_s:
             return mean_service_s
@@ -185,7 +186,7 @@ class GpucapAutoscaler:
         best = 0.0
         span = 1
         if metric == "concurrency" and cost is not None:
-            span = max(1, round(cost / step))
+            span = max(1, min(len(samples), round(cost / step)))
         for i, s in enumerate(samples):
             used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
             load = used or 0.0
