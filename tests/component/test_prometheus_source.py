@@ -205,6 +205,12 @@ def test_query_error_http_error_and_non_prometheus_answers(fleet, served):
     assert not_prometheus.collect(time.time(), caps(key)) == {key: None}
     assert errors(telemetry, "bad_response") == 1
 
+    # A range selector answers with a matrix, not one value per model.
+    matrix = SHORT.model_copy(update={"in_flight": "vllm:num_requests_running[1m]"})
+    source = PrometheusSource(fleet.url, matrix, telemetry=telemetry)
+    assert source.collect(time.time(), caps(key)) == {key: None}
+    assert errors(telemetry, "bad_response") == 2
+
 
 def test_no_models_asks_nothing():
     # No capacity -> no query at all (an unroutable URL would otherwise fail).
