@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from controlplane.cli.main import app
+from tests.contract.harness_oci import OciWorld
 from tests.fakes.gcp_server import FakeGcp
 from tests.fakes.gcp_server import start as start_gcp
 
@@ -44,3 +45,53 @@ def test_gcp_shared_account_check_runs_through_the_gcp_adapter(gcp_fake: FakeGcp
     assert image["ok"] is False and "NotFound" in str(image["detail"])
     assert result.exit_code == 1
     assert "account check failed for gpucap-shared-gcp: image" in result.stderr
+
+
+def test_oci_account_check_runs_through_the_oci_adapter(
+    oci_world: OciWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ident = oci_world.ident
+    monkeypatch.setenv("OCI_CONFIG_FILE", str(oci_world.config_file))
+    account = tmp_path / "shared-oci.yaml"
+    account.write_text(
+        "name: shared-oci\ncloud: oci\nowner: shared\nregions: [us-ashburn-1]\n"
+        f"credentials:\n  profile: {ident.profile}\n  tenancy: {ident.tenancy}\n"
+        f"  compartment_id: {ident.compartment}\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "check",
+            str(account),
+            "--endpoint-url",
+            oci_world.fake.endpoint_template,
+            "-o",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True
+    [offers] = [f for f in doc["findings"] if f["check"] == "offerings"]
+    assert "BM.GPU.H100.8" in offers["detail"]
+    assert "BM.GPU.H200.8" in offers["detail"]
+
+
+def test_oci_account_with_an_unknown_profile_fails_with_the_reason(
+    oci_world: OciWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ident = oci_world.ident
+    monkeypatch.setenv("OCI_CONFIG_FILE", str(oci_world.config_file))
+    account = tmp_path / "shared-oci.yaml"
+    account.write_text(
+        "name: shared-oci\ncloud: oci\nowner: shared\nregions: [us-ashburn-1]\n"
+        f"credentials:\n  profile: NO_SUCH_PROFILE\n  tenancy: {ident.tenancy}\n"
+        f"  compartment_id: {ident.compartment}\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        ["account", "check", str(account), "--endpoint-url", oci_world.fake.endpoint_template],
+    )
+    assert result.exit_code == 1
+    assert "account check failed for shared-oci" in result.stderr
