@@ -69,7 +69,7 @@ class KnativeAutoscaler:
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now
         st: dict[str, Any] = dict(state)
-        first_tick = not state
+        first_tick = not st.get("started")  # the first tick with metrics
         if isinstance(inp.metrics, NoData):
             # §1.1/§1.3: ErrNoData makes Scale return an invalid result; scale is unchanged.
             return hold(inp, st, "knative_no_data", inp.metrics.reason)
@@ -96,6 +96,7 @@ class KnativeAutoscaler:
         # count so lost metric history does not scale down.
         if first_tick and ready > 1:
             st["panic_time"], st["max_panic_pods"] = now, ready
+        st["started"] = True
         panic_time = st.get("panic_time")
         if over_panic:
             panic_time = now  # enter, or extend

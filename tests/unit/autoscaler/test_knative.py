@@ -10,7 +10,7 @@ from autoscaler.types import NoData
 from .synthetic import SPEC, inp, window
 
 KPA = KnativeAutoscaler()
-SETTLED = {"reached_initial": True}  # past the initial-scale phase (§1.6)
+SETTLED = {"reached_initial": True, "started": True}  # past initial scale and restart
 
 
 def test_defaults_match_the_reference() -> None:
@@ -163,3 +163,9 @@ def test_bounds_apply() -> None:
     assert d.desired == 5
     d, _ = KPA.decide(inp(0.0, window(0.0, conc=0.0), ready=2, spec=spec), SETTLED)
     assert d.desired == 3
+
+
+def test_restart_panic_applies_on_the_first_tick_with_metrics() -> None:
+    _, st = KPA.decide(inp(0.0, NoData("no scrape yet"), ready=4), {})
+    d, _ = KPA.decide(inp(2.0, window(2.0, conc=1.0), ready=4), st)
+    assert (d.desired, d.reason) == (4, "knative_panic")
