@@ -6,7 +6,8 @@ labelled ``model_name`` as vLLM labels them) for replicas the test adds, each al
 gpucap-customer/gpucap-model tags; see the README). The test sets each replica's load; the
 counters grow linearly at the set rates, computed at scrape time, so a rate over any window
 is known exactly. One exporter is one static target: Prometheus' service discovery batches
-target changes for up to 5 s, series changes show at the next scrape.
+target changes for up to 5 s, series changes show at the next scrape. The scrape config
+carries the README's relabel rule that restores vLLM's colon names.
 
 Prometheus listens on 127.0.0.1 on a free port with a temporary data directory and scrapes
 every second; the session fixture stops it. It skips when the binary is missing, and fails
@@ -31,14 +32,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 PROMETHEUS_BIN = os.environ.get("GPUCAP_TEST_PROMETHEUS", "/usr/bin/prometheus")
 SCRAPE_INTERVAL_S = 1.0
+VLLM_NAMES_RELABEL = {
+    "source_labels": ["__name__"],
+    "regex": "vllm_(.+)",
+    "target_label": "__name__",
+    "replacement": "vllm:$1",
+}
 
 
 def _free_port() -> int:
@@ -100,11 +106,6 @@ class VllmReplica:
             self.tokens.set_rate(tokens_per_s, now)
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # one line per scrape otherwise
-        pass
-
-
 class VllmExporter:
     """vLLM's metric names for any number of replicas, on one loopback port with a
     CollectorRegistry of its own. A replica removed here vanishes from the next scrape, and
@@ -116,19 +117,7 @@ class VllmExporter:
         self._next = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
-        metrics_app = make_wsgi_app(self.registry)
-
-        def text_format(environ: dict[str, Any], start_response: Any) -> Any:
-            # Serve the classic text format whatever the scraper asks for: prometheus_client
-            # 0.26's OpenMetrics output rewrites the colons in sample names to underscores
-            # (vllm:num_requests_running -> vllm_num_requests_running), and Prometheus 2.42
-            # asks for OpenMetrics first with no scrape_protocols option to refuse it.
-            environ.pop("HTTP_ACCEPT", None)
-            return metrics_app(environ, start_response)
-
-        self._server = make_server("127.0.0.1", 0, text_format, handler_class=_QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server, _ = start_http_server(0, "127.0.0.1", registry=self.registry)
         self.addr = f"127.0.0.1:{self._server.server_address[1]}"
 
     def add(self, customer: str, model: str, **load: float) -> VllmReplica:
@@ -207,6 +196,10 @@ class PrometheusServer:
                             "scrape_interval": f"{SCRAPE_INTERVAL_S:g}s",
                             "scrape_timeout": "1s",
                             "static_configs": [{"targets": self.targets}],
+                            # The README's rule: prometheus_client serves colon names as
+                            # vllm_* over OpenMetrics (prometheus/client_python#1177), which
+                            # Prometheus asks for first; restore vLLM's names.
+                            "metric_relabel_configs": [VLLM_NAMES_RELABEL],
                         }
                     ],
                 }
