@@ -141,6 +141,7 @@ AccountArgument = Annotated[
     str,
     typer.Argument(
         help="Account NAME (looked up in the accounts directory) or an account FILE.",
+        metavar="NAME|FILE",
         show_default=False,
     ),
 ]
