@@ -729,7 +729,15 @@ class ControlPlaneService:
         try:
             result = replay(self._autoscaler, recorded, dict(record.inputs))
         except ReplayError as exc:
-            raise FailedPreconditionError(f"decision {decision_id}: {exc}") from exc
+            cause = exc.__cause__
+            why = (
+                f"its recorded inputs lack {cause.args[0]!r}"
+                if isinstance(cause, KeyError)
+                else f"its recorded inputs are malformed ({cause or exc})"
+            )
+            raise FailedPreconditionError(
+                f"decision {decision_id} cannot be replayed: {why}"
+            ) from exc
         return ReplayView(record, self._autoscaler.name, result)
 
     # ---------------------------------------------------------------- fleet

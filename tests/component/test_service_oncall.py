@@ -237,6 +237,7 @@ def test_replay_refuses_what_is_not_an_autoscaler_output(
     records = _records(store)
     placement = next(d for d in records if d.kind == "placement")
     pinned = next(d for d in records if d.reason == "pinned")
+    source_inputs = next(d for d in records if d.reason == "wake").inputs
     assert pinned.model == "chat-8b" and not is_replayable(pinned)
     with pytest.raises(FailedPreconditionError, match="placement decision, not an autoscaler"):
         decided.replay_decision(placement.id)
@@ -257,8 +258,21 @@ def test_replay_refuses_what_is_not_an_autoscaler_output(
         old_id, broken_id = old.id, broken.id
     with pytest.raises(FailedPreconditionError, match="no recorded inputs"):
         decided.replay_decision(old_id)
-    with pytest.raises(FailedPreconditionError, match="cannot be replayed: 'metrics'"):
+    with pytest.raises(
+        FailedPreconditionError, match="cannot be replayed: its recorded inputs lack 'metrics'"
+    ):
         decided.replay_decision(broken_id)
+    with store.session() as s:
+        bad_type = DecisionRecord(
+            at=T0, kind="autoscale", customer="demo", model="llama-70b", desired=3,
+            reason="scale_up_burst", detail="",
+            inputs={**source_inputs, "now": "yesterday"},
+        )  # fmt: skip
+        s.add(bad_type)
+        s.flush()
+        bad_type_id = bad_type.id
+    with pytest.raises(FailedPreconditionError, match="inputs are malformed .*yesterday"):
+        decided.replay_decision(bad_type_id)
     with pytest.raises(NotFoundError):
         decided.replay_decision(10**9)
     with pytest.raises(InvalidArgumentError) as err:
