@@ -86,14 +86,17 @@ class Daemon:
         w = self.wiring
         upgrade(w.database_url)
         self.store = Store.from_url(w.database_url)
-        self.service = ControlPlaneService(self.store)
+        # One decider instance for the loop and for `gpucap decisions replay`, so a replay
+        # runs exactly the decider that made the decision.
+        autoscaler = GpucapAutoscaler()
+        self.service = ControlPlaneService(self.store, autoscaler=autoscaler)
         self.apply_policies()
         ctx = LoopContext(
             store=self.store,
             providers=w.providers,
             metrics_source=w.metrics_source,
             health=w.health,
-            autoscaler=GpucapAutoscaler(),
+            autoscaler=autoscaler,
             telemetry=self.telemetry,
             tuning=w.tuning,
             clock=self.clock,
