@@ -113,6 +113,7 @@ def from_botocore(
         NoRegionError,
         ParamValidationError,
         PartialCredentialsError,
+        ProfileNotFound,
     )
 
     if isinstance(exc, ProviderError):
@@ -120,7 +121,7 @@ def from_botocore(
     where: dict[str, Any] = {"region": region, "zone": zone, "instance_type": instance_type}
     if isinstance(exc, ClientError):
         return from_error_response(exc.response, **where)
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError | ProfileNotFound):
         return AuthFailed(
             "no usable AWS credentials", code=type(exc).__name__, scope=Scope.ACCOUNT, **where
         )

@@ -88,12 +88,17 @@ class AwsSession:
         with self._lock:
             found = self._clients.get(key)
             if found is None:
-                found = self._boto3_session().client(
-                    service,
-                    region_name=region,
-                    endpoint_url=self.endpoint_url,
-                    config=_client_config(create),
-                )
+                try:
+                    found = self._boto3_session().client(
+                        service,
+                        region_name=region,
+                        endpoint_url=self.endpoint_url,
+                        config=_client_config(create),
+                    )
+                except Exception as exc:  # e.g. a profile missing from the AWS config
+                    from providers.aws.errors import from_botocore
+
+                    raise from_botocore(exc, region=region) from exc
                 self._clients[key] = found
             return found
 

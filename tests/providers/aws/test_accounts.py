@@ -163,3 +163,20 @@ def test_assumed_credentials_are_refreshed_near_expiry(
     assert {c["ExternalId"] for c in moto.faults.assume_role_calls} == {
         external_ids.for_customer("acme")
     }
+
+
+def test_missing_profile_is_an_auth_failure_for_the_account(moto: MotoEmulator) -> None:
+    account = Account(
+        name="shared-aws",
+        cloud=Cloud.AWS,
+        owner=Owner.SHARED,
+        regions=[REGION],
+        credentials=Credentials(profile="no-such-profile"),
+    )
+    provider = registry_build(
+        account, customer="gpucap", external_id=None, endpoint_url=moto.endpoint_url
+    )
+    with pytest.raises(AuthFailed) as info:
+        provider.list_nodes(REGION, {"gpucap-pool": "none"})
+    assert info.value.scope == Scope.ACCOUNT
+    assert info.value.code == "ProfileNotFound"
