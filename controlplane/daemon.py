@@ -35,6 +35,7 @@ from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
+from providers.credentials import ExternalIdGenerator
 from schema.daemon_config import DaemonConfig
 from schema.policy_file import PolicyError
 from schema.policy_includes import read_policy_text
@@ -56,6 +57,8 @@ class Wiring:
     # The daemon's /metrics registry, shared with parts the wiring builds (the metrics
     # source counts its failures there).
     telemetry: Metrics = field(default_factory=Metrics)
+    # Derives each customer's AWS ExternalId; the service stores a copy for display.
+    external_ids: ExternalIdGenerator | None = None
 
 
 class Daemon:
@@ -89,7 +92,9 @@ class Daemon:
         # One decider instance for the loop and for `gpucap decisions replay`, so a replay
         # runs exactly the decider that made the decision.
         autoscaler = GpucapAutoscaler()
-        self.service = ControlPlaneService(self.store, autoscaler=autoscaler)
+        self.service = ControlPlaneService(
+            self.store, autoscaler=autoscaler, external_ids=w.external_ids
+        )
         self.apply_policies()
         ctx = LoopContext(
             store=self.store,
@@ -261,7 +266,6 @@ def _redact(url: str) -> str:
 def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     from controlplane.resolvers import CloudResolver, HttpHealth, SimHealth, SimResolver
     from controlplane.settings import database_url, ensure_state_dir
-    from providers.credentials import ExternalIdGenerator
     from providers.sim import SimCloud
 
     i = config.intervals
@@ -270,6 +274,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     )
     providers: ProviderResolver
     health: HealthProbe
+    ids: ExternalIdGenerator | None = None
     if config.provider_mode == "sim":
         world = SimCloud()
         providers, health = SimResolver(world), SimHealth(world)
@@ -293,6 +298,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
         tuning=tuning,
         policy_files=[(config_dir / p).resolve() for p in config.policies],
         telemetry=telemetry,
+        external_ids=ids,
     )
 
 
