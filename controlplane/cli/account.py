@@ -38,6 +38,7 @@ from rich.text import Text
 
 from controlplane.cli.remote import EXIT_REJECTED, Output, OutputOption, console, err_console
 from controlplane.settings import state_dir
+from controlplane.telemetry import configure_logging
 from providers.credentials import ExternalIdGenerator
 from schema.account_file import LoadedAccount, load_account_file
 from schema.policy_file import PolicyError
@@ -176,6 +177,8 @@ def check(
     ] = None,
 ) -> None:
     """Preflight an account: credentials, regions, H100/H200 offerings, quota, images."""
+    # Adapters log through structlog; send it to stderr so `--output json` stays pure JSON.
+    configure_logging("warning", json=True)
     try:
         path = resolve_account_file(target, accounts_dir(accounts_directory))
         loaded = load_account_file(path)

@@ -87,3 +87,14 @@ def test_missing_base_image_and_no_quota_fail_with_reasons(fake: FakeGcp) -> Non
     assert any(check == "image" for check, _ in failed)
     assert ("quota", "us-central1") not in failed
     assert "image" in result.stderr and "quota europe-west4" in result.stderr
+
+
+def test_customer_example_json_output_is_pure_json(fake: FakeGcp) -> None:
+    """Adapter log lines (impersonation, retries) go to stderr, never into the JSON."""
+    onboard_customer(fake)
+    result = runner.invoke(
+        app, ["account", "check", str(CUSTOMER), "--endpoint-url", fake.endpoint, "-o", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True and doc["account"]
