@@ -30,9 +30,10 @@ from controlplane.simulator.runner import ALL, ORACLE, Simulation  # noqa: E402
 from controlplane.simulator.traces import TraceOptions, TraceSpec, read_trace  # noqa: E402
 from schema.fleet import load_fleet_file  # noqa: E402
 
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = ROOT.parent / "shared" / "traces"  # --traces overrides (e.g. run from an export)
 AZURE = TRACES / "azure-llm-2023"
 SERVEGEN = TRACES / "servegen-bailian-clients" / "servegen_client_traces.tar.gz"
+_traces_dir = TRACES
 FLEET = ROOT / "examples" / "fleet-gpu-mix.yaml"
 SLO_TARGET = 0.99
 SEED = 0
@@ -115,7 +116,9 @@ SCENARIOS = (
 def run_scenario(sc: Scenario) -> dict[str, object]:
     fleet = load_fleet_file(FLEET)
     t0 = time.perf_counter()
-    specs = [TraceSpec.parse(t.replace("../shared/", str(TRACES.parent) + "/")) for t in sc.traces]
+    specs = [
+        TraceSpec.parse(t.replace("../shared/", str(_traces_dir.parent) + "/")) for t in sc.traces
+    ]
     trace = read_trace(specs, sc.options())
     sim = Simulation(fleet, trace)
     setup_s = time.perf_counter() - t0
@@ -179,7 +182,7 @@ def render(results: list[dict[str, object]], wall_total: float, commit: str) -> 
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{commit}`; total wall time "
         f"{wall_total / 60:.1f} min. Fleet: `examples/fleet-gpu-mix.yaml` (every number cited "
         "there). Seed 0. Each autoscaler's knob is swept over its documented range "
-        "(`autoscaler/README.md`; the oracle's headroom 1.0-1.5) exactly as "
+        "(`autoscaler/README.md`; the oracle's headroom 0.6-1.5) exactly as "
         f"`gpucap simulate --slo-target {SLO_TARGET}` does, and the cheapest run with SLO "
         f"attainment >= {SLO_TARGET} is shown (`null`: no knob value reaches it; the closest "
         "run is then given in the notes).",
@@ -309,9 +312,12 @@ def main() -> None:
         action="store_true",
         help="Rewrite the Markdown from an earlier run's --json file without simulating.",
     )
-    ap.add_argument("--commit", default="?", help="with --render-only, for older --json files")
+    ap.add_argument("--commit", default="?", help="the code's commit when not run in a checkout")
+    ap.add_argument("--traces", default=str(TRACES), help="the shared traces folder")
     ap.add_argument("--wall-min", type=float, default=0.0, help="likewise: total wall minutes")
     args = ap.parse_args()
+    global _traces_dir
+    _traces_dir = Path(args.traces)
     if args.render_only:
         saved = json.loads(Path(args.json).read_text())
         if isinstance(saved, list):  # written before the file carried its commit and wall time
@@ -320,9 +326,12 @@ def main() -> None:
         print(f"wrote {args.out}")
         return
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        or args.commit
+    )
     started = time.perf_counter()
     # Largest first, so two workers finish together.
     order = sorted(chosen, key=lambda s: s.name.startswith("servegen"), reverse=True)

@@ -85,7 +85,7 @@ def simulate(
             max=1.0,
             help=(
                 "Sweep each autoscaler's knob (target per replica as a fraction of one "
-                "replica's capacity, 0.05-1.0; the oracle's headroom 1.0-1.5) and report the "
+                "replica's capacity, 0.05-1.0; the oracle's headroom 0.6-1.5) and report the "
                 "least GPU-hours with SLO attainment >= this; null where none reaches it."
             ),
         ),
