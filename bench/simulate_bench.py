@@ -192,7 +192,11 @@ def render(results: list[dict[str, object]], wall_total: float, commit: str) -> 
         "`slo_s`; GPU-hours from node request to release; cold start = the fleet's phases; "
         "each autoscaler at its own tick and metric lag; warm start sized for the first 10 "
         "minutes, plus a warm-up prefix (the trace's first `warmup` seconds replayed before "
-        "it, not measured).",
+        "it, not measured). ServeGen rate files carry no token lengths: their service times "
+        "come from the fleet's default token counts, and their arrivals are synthesised from "
+        "the fitted per-client laws with the seed. Each autoscaler's own defaults are in "
+        "`autoscaler/README.md`; the oracle (`controlplane/simulator/oracle.py`) knows every "
+        "arrival and the exact cold start.",
         "",
         "## Machine",
         "",
