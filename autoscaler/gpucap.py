@@ -3,23 +3,27 @@ scaling spec, expected cold start, now, previous state) -> (desired replicas, re
 
 The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
 
-1. ``NoData`` (or no sample in the stable window) holds scale: missing is never zero.
+1. ``NoData``, or no sample newer than one stable window, holds scale: missing is never 0.
 2. Fold new samples into the load model (``forecast.py``): rate level and trend, the rate's
-   spread, the per-request cost of the metric, a daily profile.
-3. Offered load = arrival rate x per-request cost. Arrivals are the leading signal; the
-   queue that builds while capacity is still starting is *not* demand for more capacity
-   (that is the Knative panic overshoot, autoscalers.md §6.1), so it does not count.
-4. Look ahead by the cold start: the need is the peak of the forecast (trend, and daily
-   seasonality once the history covers a day) over [now, now + cold start + one tick],
-   plus a margin for the rate's spread. Capacity requested now is ready then.
-5. Burst fast path: a rate over the short window that is significantly above the stable
-   one (beyond Poisson noise) raises the need at once. Needs are absolute replica counts
-   compared against *live* replicas (ready + starting + provisioning), so capacity that is
-   already on its way is never launched twice.
-6. Scale-up is immediate (rate-limited); scale-down waits out a sliding max window as long
-   as a cold start (ski rental: holding a replica through a dip is cheaper than releasing
-   and re-buying it whenever the dip is shorter than its cold start), releases at most
-   live / max_scale_down_rate at once, and only when the load fits below a hysteresis band.
+   spread, the per-request cost of the metric, a daily profile in 5-minute slots.
+3. The load to cover is the *peak* offered load over the stable window, not its mean: the
+   SLO is about the wait of each request, so bursts inside the window matter. Where requests
+   did not queue, a sample's metric is the offered load; where they queued, it is estimated
+   from arrivals (requests that arrived within one service time). The queue itself is a
+   backlog that drains once capacity arrives; counting it as demand is the Knative panic
+   overshoot (autoscalers.md §6.1), so it never adds replicas by itself.
+4. Look ahead by the cold start: that peak is scaled by the forecast growth of the arrival
+   rate over [now, now + cold start + one tick] -- a damped trend, counted only where the
+   projected rise stands out of the rate's noise, and daily seasonality once the history
+   covers a day. Capacity requested now is ready then.
+5. Burst fast path: when the requests in the system over the short window exceed what every
+   *live* replica (ready + starting + provisioning) carries at target, scale at once; while
+   capacity is on its way the queue is left out, so nothing is launched twice.
+6. Scale-up is immediate (bounded by ``max_scale_up_rate``). Scale-down is the sliding max of
+   the needs over one cold start (or the policy's ``scale_down_delay_s`` if longer): the
+   ski-rental break-even, since holding a replica through a dip is cheaper than releasing
+   and re-buying it whenever the dip is shorter than its cold start. This time hysteresis
+   also keeps a constant load from flapping; at most live / ``max_scale_down_rate`` go at once.
 7. Scale to zero after ``scale_to_zero_grace_s`` without any load; any queued request or
    arrival with no live replica wakes the model to at least one replica at once.
 """
@@ -32,6 +36,7 @@ from typing import Any
 
 from autoscaler import forecast
 from autoscaler.types import (
+    UTILIZATION_SWEEP,
     AutoscalerInput,
     Decision,
     Knob,
@@ -66,9 +71,10 @@ class GpucapAutoscaler:
     wakes_on_arrival: bool = True
     # Scale-down waits this many cold starts of lower need (1.0 = the ski-rental break-even).
     dip_hold_factor: float = 1.0
+    season_min_rise: float = 0.2
     knob: Knob = Knob(
         name="target_per_replica",
-        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        fractions=UTILIZATION_SWEEP,
         source="schema/policy.py ScalingTarget.utilization in (0, 1] x replica capacity",
     )
 
@@ -112,8 +118,10 @@ class GpucapAutoscaler:
         # projected rise that stands out of the rate's own noise.
         rise = max(0.0, model.trend) * min(horizon, TREND_HORIZON_S) - model.spread
         ahead = base + max(0.0, rise)
+        # Daily seasonality: only a predicted rise clear of the slot-to-slot noise counts.
+        # Daily seasonality: only a predicted rise clear of the slot-to-slot noise counts.
         season = model.season_peak_ratio(now, horizon)
-        if season is not None:
+        if season is not None and season >= 1.0 + self.season_min_rise:
             ahead = max(ahead, base * season)
         growth = min(MAX_GROWTH, ahead / base) if base > 0 else 1.0
         need_f = self._replicas(peak * growth, target)

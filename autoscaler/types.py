@@ -120,6 +120,15 @@ class Autoscaler(Protocol):
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]: ...
 
 
+# The sweep every decider's knob uses, as fractions of one replica's capacity: the documented
+# range of a target utilization, (0, 1] (autoscalers.md §1.8: container-concurrency-target-
+# percentage in (0, 100]), finer where the 0.99 SLO-attainment answers tend to fall. One grid
+# for all, so no decider gets a finer choice than another.
+UTILIZATION_SWEEP: tuple[float, ...] = (
+    0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0,
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Knob:
     """The main knob that ``gpucap simulate --slo-target`` sweeps for one autoscaler.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.baselines.common import clamp, hold
-from autoscaler.types import AutoscalerInput, Decision, Knob, NoData, State
+from autoscaler.types import UTILIZATION_SWEEP, AutoscalerInput, Decision, Knob, NoData, State
 from autoscaler.window import mean_metric, recent
 
 
@@ -48,7 +48,7 @@ class HpaAutoscaler:
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target averageValue per pod",
-        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §4.1 (any positive per-pod target)",
     )
 

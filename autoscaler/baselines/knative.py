@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.baselines.common import clamp, concurrency_target, hold
-from autoscaler.types import AutoscalerInput, Decision, Knob, NoData, State
+from autoscaler.types import UTILIZATION_SWEEP, AutoscalerInput, Decision, Knob, NoData, State
 from autoscaler.window import concurrency, recent
 
 
@@ -62,7 +62,7 @@ class KnativeAutoscaler:
     knob: Knob = Knob(
         name="container-concurrency x container-concurrency-target-percentage",
         # §1.8: container-concurrency-target-percentage is allowed in (0, 100]
-        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §1.2, §1.8",
     )
 

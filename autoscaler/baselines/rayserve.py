@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.baselines.common import clamp, concurrency_target, hold
-from autoscaler.types import AutoscalerInput, Decision, Knob, NoData, State
+from autoscaler.types import UTILIZATION_SWEEP, AutoscalerInput, Decision, Knob, NoData, State
 from autoscaler.window import mean_concurrency, recent
 
 
@@ -45,7 +45,7 @@ class RayServeAutoscaler:
         name="target_ongoing_requests",
         # §3.3: any positive value; max_ongoing_requests (the slot count) caps what one
         # replica admits, so the range is a fraction of it.
-        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §3.3",
     )
 

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.baselines.common import clamp, concurrency_target, hold
-from autoscaler.types import AutoscalerInput, Decision, Knob, NoData, ScalingSpec, State
+from autoscaler.types import (
+    UTILIZATION_SWEEP,
+    AutoscalerInput,
+    Decision,
+    Knob,
+    NoData,
+    ScalingSpec,
+    State,
+)
 from autoscaler.window import request_count
 
 
@@ -64,7 +72,7 @@ class SkyServeAutoscaler:
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target_qps_per_replica (as target concurrency / mean service time)",
-        fractions=(0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §2.1 (any positive QPS; range is a fraction of slot capacity)",
     )
 
