@@ -25,9 +25,21 @@ def configure_logging(level: str = "info", json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of the write, so a logger made
+    earlier never writes to a stream that was swapped out and closed since (a test runner
+    capturing output, a daemoniser redirecting it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 class Metrics:

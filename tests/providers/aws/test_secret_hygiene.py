@@ -8,9 +8,7 @@ then greps every captured log line and every row of every table for each secret 
 
 from __future__ import annotations
 
-import io
 import logging
-import sys
 import uuid
 from collections.abc import Iterator
 
@@ -44,17 +42,27 @@ accounts:
 """
 
 
+class _Captured:
+    """What the daemon's logging wrote to stderr during the test (pytest's capture)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+        self._seen = ""
+
+    def getvalue(self) -> str:
+        self._seen += self._capsys.readouterr().err
+        return self._seen
+
+
 @pytest.fixture
-def debug_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """The daemon's logging setup at DEBUG, rendering structlog JSON into a buffer."""
-    buf = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", buf)  # configure_logging prints to sys.stderr
+def debug_logs(capsys: pytest.CaptureFixture[str]) -> Iterator[_Captured]:
+    """The daemon's logging setup at DEBUG, rendering structlog JSON to stderr."""
     root = logging.getLogger()
     level = root.level
     configure_logging(level="debug", json=True)
     root.setLevel(logging.DEBUG)
     try:
-        yield buf
+        yield _Captured(capsys)
     finally:
         root.setLevel(level)
         structlog.reset_defaults()
@@ -73,7 +81,7 @@ def test_no_secret_in_logs_or_database(
     store: Store,
     moto: MotoEmulator,
     ami: str,
-    debug_logs: io.StringIO,
+    debug_logs: _Captured,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
