@@ -216,12 +216,12 @@ class GpucapAutoscaler:
         need: int,
         reason: str,
     ) -> tuple[int, str]:
-        """Rate limits, the dip-holding max window and the hysteresis band."""
+        """Rate limits and the dip-holding max window."""
         spec, now, live = inp.spec, inp.now, inp.replicas.live
         # Dip window: the max of the needs over the last cold start (at least the policy's
-        # scale-down delay). Kept as a decreasing deque of [t, need]: a few entries.
+        # scale-down delay), a decreasing deque of [t, need]. A first decision (or one after
+        # a restart lost the state) never releases at once.
         hold_s = max(self.dip_hold_factor * inp.cold_start_s, spec.scale_down_delay_s)
-        # A first decision (or one after a restart lost the state) never releases at once.
         dip = st.get("dip", [[now, live]])
         window = [e for e in dip if e[0] > now - hold_s and e[1] > need]
         window.append([now, need])
