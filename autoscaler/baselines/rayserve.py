@@ -54,8 +54,11 @@ class RayServeAutoscaler:
         st: dict[str, Any] = dict(state)
         if isinstance(inp.metrics, NoData):
             return hold(inp, st, "rayserve_no_data", inp.metrics.reason)
-        # initial_replicas None -> min_replicas (§3.3)
-        target = int(st.get("desired", spec.min_replicas))
+        # The target before any decision: initial_replicas None -> min_replicas (§3.3) for a
+        # new deployment; a running one keeps the replicas it has when this policy takes over.
+        target = int(
+            st.get("desired", clamp(inp.replicas.live, spec.min_replicas, spec.max_replicas))
+        )
         last = st.get("last_t")
         loops = 1 if last is None else max(1, round((now - last) / cfg.control_loop_interval_s))
         st["last_t"] = now

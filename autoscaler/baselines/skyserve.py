@@ -81,8 +81,11 @@ class SkyServeAutoscaler:
         st: dict[str, Any] = dict(state)
         if isinstance(inp.metrics, NoData):
             return hold(inp, st, "skyserve_no_data", inp.metrics.reason)
-        # The service starts at min_replicas (the target before any decision).
-        target = int(st.get("desired", spec.min_replicas))
+        # The target before any decision: the replicas the service runs when this autoscaler
+        # takes over (a new service starts at min_replicas; a warm one at what it has).
+        target = int(
+            st.get("desired", clamp(inp.replicas.live, spec.min_replicas, spec.max_replicas))
+        )
         last = st.get("last_decision")
         interval = cfg.no_replica_interval_s if target == 0 else cfg.decision_interval_s
         if last is not None and now - last < interval - 1e-9:

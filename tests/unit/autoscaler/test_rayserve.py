@@ -99,3 +99,8 @@ def test_smoothing_factors(up: float, down: float, current: int, ongoing: float,
 def test_no_data_holds() -> None:
     d, _ = RAY.decide(inp(0.0, NoData("push missing"), ready=2), {"desired": 2})
     assert (d.desired, d.reason) == (2, "rayserve_no_data")
+
+
+def test_a_running_deployment_keeps_its_replicas_on_the_first_decision() -> None:
+    d, _ = RAY.decide(inp(0.0, window(0.0, conc=TARGET, length=30), ready=4), {})
+    assert d.desired == 4  # downscaling still waits 600 s

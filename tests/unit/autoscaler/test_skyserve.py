@@ -104,3 +104,10 @@ def test_needs_a_service_time_to_turn_concurrency_into_qps() -> None:
 def test_no_data_holds() -> None:
     d, _ = SKY.decide(inp(0.0, NoData("lb down"), ready=3), {"desired": 3})
     assert (d.desired, d.reason) == (3, "skyserve_no_data")
+
+
+def test_a_warm_service_keeps_its_replicas_on_the_first_decision() -> None:
+    # Taking over a running service with 5 replicas: the target starts there, and a lower
+    # raw target must still wait out the 1200 s downscale delay.
+    d, _ = SKY.decide(inp(0.0, window(0.0, rate=35.0, length=60), ready=5), {})
+    assert d.desired == 5
