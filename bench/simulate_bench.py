@@ -196,7 +196,10 @@ def render(results: list[dict[str, object]], wall_total: float, commit: str) -> 
         "come from the fleet's default token counts, and their arrivals are synthesised from "
         "the fitted per-client laws with the seed. Each autoscaler's own defaults are in "
         "`autoscaler/README.md`; the oracle (`controlplane/simulator/oracle.py`) knows every "
-        "arrival and the exact cold start.",
+        "arrival and the exact cold start. It is the lower bound for serving every request "
+        "without a wait; its one knob (headroom) scales every second's capacity alike, so at "
+        "an attainment target below 1 a peer can undercut it by leaving a short burst's "
+        "requests late (azure-both below).",
         "",
         "## Machine",
         "",
