@@ -199,7 +199,8 @@ def render_scale(scale: dict[str, object]) -> list[str]:
         f"{', '.join(scale['pools'])} (one model each), 00:00-24:00 of day 0, no rate scaling: "  # type: ignore[arg-type]
         f"{scale['requests']:,} requests ({scale['replayed_with_warmup']:,} with the warm-up). "
         f"Trace read + synthesis + setup {scale['setup_s']:.1f} s; peak memory "
-        f"{scale['max_rss_mb']:,.0f} MB.",
+        f"{scale['max_rss_mb']:,.0f} MB."
+        + (f" Code at commit `{scale['commit']}`." if scale.get("commit") else ""),  # type: ignore[attr-defined]
         "",
         "| autoscaler | wall s | requests per wall-minute | SLO attainment | GPU-hours |",
         "|---|---|---|---|---|",
