@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -113,7 +114,7 @@ SCENARIOS = (
 )
 
 
-def run_scenario(sc: Scenario) -> dict[str, object]:
+def run_scenario(sc: Scenario) -> dict[str, Any]:
     fleet = load_fleet_file(FLEET)
     t0 = time.perf_counter()
     specs = [
@@ -165,7 +166,7 @@ def run_scenario(sc: Scenario) -> dict[str, object]:
 SCALE_POOLS = ("m-large", "deepseek-r1", "mm-image")
 
 
-def scale_check() -> dict[str, object]:
+def scale_check() -> dict[str, Any]:
     """One full day of three ServeGen pools at their published rates (no rescaling), as
     three models of one fleet: one run each of ``ours`` and ``oracle``, timed."""
     import resource
@@ -190,23 +191,23 @@ def scale_check() -> dict[str, object]:
     }
 
 
-def render_scale(scale: dict[str, object]) -> list[str]:
-    runs = scale["runs"]  # type: ignore[index]
+def render_scale(scale: dict[str, Any]) -> list[str]:
+    runs = scale["runs"]
     lines = [
         "",
         "## Scale: a day of three ServeGen pools, published rates",
         "",
-        f"{', '.join(scale['pools'])} (one model each), 00:00-24:00 of day 0, no rate scaling: "  # type: ignore[arg-type]
+        f"{', '.join(scale['pools'])} (one model each), 00:00-24:00 of day 0, no rate scaling: "
         f"{scale['requests']:,} requests ({scale['replayed_with_warmup']:,} with the warm-up). "
         f"Trace read + synthesis + setup {scale['setup_s']:.1f} s; peak memory "
         f"{scale['max_rss_mb']:,.0f} MB."
-        + (f" Code at commit `{scale['commit']}`." if scale.get("commit") else ""),  # type: ignore[attr-defined]
+        + (f" Code at commit `{scale['commit']}`." if scale.get("commit") else ""),
         "",
         "| autoscaler | wall s | requests per wall-minute | SLO attainment | GPU-hours |",
         "|---|---|---|---|---|",
     ]
-    for name, r in runs.items():  # type: ignore[union-attr]
-        rate = scale["replayed_with_warmup"] / r["wall_s"] * 60  # type: ignore[operator]
+    for name, r in runs.items():
+        rate = scale["replayed_with_warmup"] / r["wall_s"] * 60
         lines.append(
             f"| {name} | {r['wall_s']:.1f} | {rate:,.0f} | {r['slo_attainment']:.4f} | "
             f"{r['gpu_hours']:,.1f} |"
@@ -219,10 +220,10 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 
 
 def render(
-    results: list[dict[str, object]],
+    results: list[dict[str, Any]],
     wall_total: float,
     commit: str,
-    scale: dict[str, object] | None = None,
+    scale: dict[str, Any] | None = None,
 ) -> str:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "CPU max MHz")
@@ -273,7 +274,7 @@ def render(
         "|---|---|---|---|",
     ]
     for res in results:
-        rows = {r["autoscaler"]: r for r in res["rows"]}  # type: ignore[union-attr, index]
+        rows = {r["autoscaler"]: r for r in res["rows"]}
         ours = rows["ours"]["best"]
         oracle = rows[ORACLE]["best"]
         peers = [
@@ -281,7 +282,7 @@ def render(
             for n in ("knative", "skyserve", "rayserve", "hpa")
             if rows[n]["best"] is not None
         ]
-        tp = res["throughput"]  # type: ignore[index]
+        tp = res["throughput"]
         if ours is None:
             vs_peer = vs_oracle = "ours misses 0.99"
         else:
@@ -297,7 +298,7 @@ def render(
                 if oracle
                 else "-"
             )
-        rate = tp["measured_requests_per_wall_minute"]  # type: ignore[index]
+        rate = tp["measured_requests_per_wall_minute"]
         out.append(
             f"| {res['scenario']} | {vs_peer} | {vs_oracle} | {rate:,.0f}"
             + (" ✔" if rate >= 1e6 else " ✘")
@@ -306,7 +307,7 @@ def render(
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
-        tp = res["throughput"]  # type: ignore[index]
+        tp = res["throughput"]
         out += [
             "",
             f"## {res['scenario']}",
@@ -323,10 +324,10 @@ def render(
             "| p99 wait s | cold starts | scale events | unserved | runs swept |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        rows = res["rows"]  # type: ignore[assignment]
-        oracle_best = next(r["best"] for r in rows if r["autoscaler"] == ORACLE)  # type: ignore[index]
+        rows = res["rows"]
+        oracle_best = next(r["best"] for r in rows if r["autoscaler"] == ORACLE)
         notes = []
-        for r in rows:  # type: ignore[union-attr]
+        for r in rows:
             b = r["best"]
             if b is None:
                 c = r["closest"]
@@ -350,7 +351,7 @@ def render(
             )
         if notes:
             out += [""] + [f"- {n}" for n in notes]
-        walls = ", ".join(f"{w:.2f}" for w in tp["walls_s"])  # type: ignore[index]
+        walls = ", ".join(f"{w:.2f}" for w in tp["walls_s"])
         out += [
             "",
             f"Throughput, one run (`ours`, default knob), 3 repetitions: wall {walls} s, "
@@ -390,7 +391,7 @@ def main() -> None:
     global _traces_dir
     _traces_dir = Path(args.traces)
     if args.render_only:
-        saved = json.loads(Path(args.json).read_text())
+        saved: dict[str, Any] = json.loads(Path(args.json).read_text())
         if isinstance(saved, list):  # written before the file carried its commit and wall time
             saved = {"results": saved, "wall_s": args.wall_min * 60, "commit": args.commit}
         if args.scale:
@@ -418,12 +419,12 @@ def main() -> None:
     by_name = {r["scenario"]: r for r in done}
     results = [by_name[s.name] for s in chosen]
     wall = time.perf_counter() - started
-    saved: dict[str, object] = {"results": results, "wall_s": wall, "commit": commit}
+    saved = {"results": results, "wall_s": wall, "commit": commit}
     if args.scale:
         saved["scale"] = scale_check()
     Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(render(results, wall, commit, saved.get("scale")))  # type: ignore[arg-type]
+    Path(args.out).write_text(render(results, wall, commit, saved.get("scale")))
     print(f"wrote {args.out} and {args.json} in {wall / 60:.1f} min")
 
 
