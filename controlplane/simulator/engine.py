@@ -14,12 +14,13 @@ reader's seed). Rules every autoscaler shares, only the decision logic differs:
   the request to the release. Removing replicas cancels not-yet-ready ones first (newest
   first), then drains the ready ones with the least work left; a draining replica takes no
   new requests and is released when its last request ends.
-- The autoscaler decides every ``tick_s`` from samples at most ``now - metric_lag_s`` old
-  (scrape interval from the fleet). A model with no replica, no request waiting and a
-  decision of 0 sleeps: it costs no work until its next request (minus ``wake_lead_s``), which
-  wakes it: an autoscaler that ``wakes_on_arrival`` decides at once and also sees a fresh
-  sample of the waiting request (Knative's activator poke, autoscalers.md §1.1); the others
-  resume at their next own tick after it and see it through their metric lag.
+- The autoscaler decides every ``tick_s`` from the scrape samples that end at or before
+  ``now - metric_lag_s`` (scrape interval from the fleet). A model with no replica, no
+  request waiting and a decision of 0 sleeps: it costs no work until its next request
+  (minus ``wake_lead_s``), which wakes it. An autoscaler that ``wakes_on_arrival`` then
+  decides at once and also sees a fresh sample of the waiting request (Knative's activator
+  poke, autoscalers.md §1.1); the others resume at their next own tick after it and see it
+  through their metric lag.
 - Every model starts warm with enough ready replicas for its first 10 minutes of load at its
   target utilization (same for every autoscaler; the replay does not open on a cold start),
   and a warm-up prefix (``measure_from_s``, see ``setup``) fills the system and the
