@@ -36,6 +36,7 @@ AZURE = TRACES / "azure-llm-2023"
 SERVEGEN = TRACES / "servegen-bailian-clients" / "servegen_client_traces.tar.gz"
 _traces_dir = TRACES
 FLEET = ROOT / "examples" / "fleet-gpu-mix.yaml"
+FLEET_LLM = ROOT / "examples" / "fleet-llm.yaml"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -50,6 +51,7 @@ class Scenario:
     end_s: float | None = None
     rate_scale: float = 1.0
     cli_extra: tuple[str, ...] = field(default_factory=tuple)
+    fleet: Path = FLEET
 
     def options(self) -> TraceOptions:
         return TraceOptions(
@@ -59,7 +61,7 @@ class Scenario:
     def command(self) -> str:
         parts = ["gpucap simulate"]
         parts += [f"--trace {t}" for t in self.traces]
-        parts += [f"--fleet {FLEET.relative_to(ROOT)}", "--autoscaler all"]
+        parts += [f"--fleet {self.fleet.relative_to(ROOT)}", "--autoscaler all"]
         parts += [f"--slo-target {SLO_TARGET}", f"--seed {SEED}"]
         if self.start_s is not None:
             parts.append(f"--start {self.start_s:g}")
@@ -93,6 +95,19 @@ SCENARIOS = (
         ),
         "both Azure services as two models on one fleet",
     ),
+    # The same Azure traces on examples/fleet-llm.yaml: the code service served by the
+    # 1xH100 8B model, the conversation service by the 8xH100 70B model. Finer replicas
+    # (one GPU) make the code service a scaling problem rather than a one-node one.
+    Scenario(
+        "azure-both-fleet-llm",
+        (
+            f"llama-8b={_rel(AZURE / 'AzureLLMInferenceTrace_code.csv.gz')}",
+            f"llama-70b={_rel(AZURE / 'AzureLLMInferenceTrace_conv.csv.gz')}",
+        ),
+        "both Azure services on examples/fleet-llm.yaml: code -> llama-8b (1xH100), "
+        "conv -> llama-70b (8xH100)",
+        fleet=FLEET_LLM,
+    ),
     Scenario(
         "servegen-m-large",
         (f"m-large={_rel(SERVEGEN)}",),
@@ -115,7 +130,7 @@ SCENARIOS = (
 
 
 def run_scenario(sc: Scenario) -> dict[str, Any]:
-    fleet = load_fleet_file(FLEET)
+    fleet = load_fleet_file(sc.fleet)
     t0 = time.perf_counter()
     specs = [
         TraceSpec.parse(t.replace("../shared/", str(_traces_dir.parent) + "/")) for t in sc.traces
@@ -238,8 +253,8 @@ def render(
         "```",
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{commit}`; total wall time "
-        f"{wall_total / 60:.1f} min. Fleet: `examples/fleet-gpu-mix.yaml` (every number cited "
-        "there). Seed 0. Each autoscaler's knob is swept over its documented range "
+        f"{wall_total / 60:.1f} min. Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
+        "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. Each autoscaler's knob is swept over its documented range "
         "(`autoscaler/README.md`; the oracle's headroom 0.6-1.5) exactly as "
         f"`gpucap simulate --slo-target {SLO_TARGET}` does, and the cheapest run with SLO "
         f"attainment >= {SLO_TARGET} is shown (`null`: no knob value reaches it; the closest "
