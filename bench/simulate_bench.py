@@ -254,7 +254,8 @@ def render(
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{commit}`; total wall time "
         f"{wall_total / 60:.1f} min. Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
-        "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. Each autoscaler's knob is swept over its documented range "
+        "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. "
+        "Each autoscaler's knob is swept over its documented range "
         "(`autoscaler/README.md`; the oracle's headroom 0.6-1.5) exactly as "
         f"`gpucap simulate --slo-target {SLO_TARGET}` does, and the cheapest run with SLO "
         f"attainment >= {SLO_TARGET} is shown (`null`: no knob value reaches it; the closest "
