@@ -31,6 +31,7 @@ from autoscaler import Autoscaler, Decision, GpucapAutoscaler
 from controlplane.pools import pools_for_policy
 from controlplane.replay import Replayed, ReplayError, replay
 from controlplane.store.db import Store
+from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
     Customer,
@@ -268,7 +269,7 @@ class ControlPlaneService:
                 cust = Customer(name=policy.customer, created_at=now)
                 s.add(cust)
                 s.flush()
-                _event(
+                record_event(
                     s,
                     now,
                     "customer.created",
@@ -299,7 +300,7 @@ class ControlPlaneService:
             _sync_policy_models(s, policy, now)
             _sync_pools(s, policy, now)
             _warn_unfit_api_models(s, policy, now)
-            _event(
+            record_event(
                 s,
                 now,
                 "policy.applied",
@@ -357,7 +358,7 @@ class ControlPlaneService:
                 row.spec, row.source, row.deleted_at, row.updated_at = spec_json, "api", None, now
             s.flush()
             _sync_pools(s, policy, now)
-            _event(
+            record_event(
                 s,
                 now,
                 "model.deployed",
@@ -410,7 +411,7 @@ class ControlPlaneService:
             row.spec, row.updated_at = new_spec, now
             s.flush()
             _sync_pools(s, policy, now)
-            _event(
+            record_event(
                 s,
                 now,
                 "model.updated",
@@ -433,7 +434,7 @@ class ControlPlaneService:
             s.flush()
             policy = self._policy_of(s, customer)
             _sync_pools(s, policy, now)
-            _event(
+            record_event(
                 s,
                 now,
                 "model.deleted",
@@ -492,7 +493,7 @@ class ControlPlaneService:
                 if replicas is not None
                 else f"model {name} unpinned; the autoscaler decides again"
             )
-            _event(
+            record_event(
                 s,
                 now,
                 "model.pinned" if replicas is not None else "model.unpinned",
@@ -515,7 +516,7 @@ class ControlPlaneService:
                 row.paused, row.updated_at = paused, now
                 s.flush()
                 verb = "paused" if paused else "resumed"
-                _event(
+                record_event(
                     s,
                     now,
                     f"model.{verb}",
@@ -541,7 +542,7 @@ class ControlPlaneService:
                 pool.cordoned = cordoned
                 s.flush()
                 verb = "cordoned" if cordoned else "uncordoned"
-                _event(
+                record_event(
                     s,
                     now,
                     f"pool.{verb}",
@@ -597,7 +598,7 @@ class ControlPlaneService:
             changed = [p for p in pools if p.cordoned != cordoned]
             for pool in changed:
                 pool.cordoned = cordoned
-                _event(
+                record_event(
                     s,
                     now,
                     f"pool.{verb}",
@@ -657,7 +658,7 @@ class ControlPlaneService:
                 f"node {node_id}{gang} draining (replica {replica.id} of {model_name} in "
                 f"{replica.pool_id}); placement replaces the replica"
             )
-            _event(
+            record_event(
                 s,
                 now,
                 "node.draining",
@@ -951,30 +952,6 @@ def is_replayable(record: DecisionRecord) -> bool:
     return not _not_replayable(record)
 
 
-def _event(
-    s: Session,
-    at: datetime,
-    kind: str,
-    message: str,
-    *,
-    customer: str | None = None,
-    model: str | None = None,
-    node: str | None = None,
-    severity: str = "info",
-) -> None:
-    s.add(
-        Event(
-            at=at,
-            kind=kind,
-            severity=severity,
-            customer=customer,
-            model=model,
-            node=node,
-            message=message,
-        )
-    )
-
-
 def _find_model(s: Session, customer: str, name: str) -> ModelRow | None:
     return s.scalar(select(ModelRow).where(ModelRow.customer == customer, ModelRow.name == name))
 
@@ -1052,7 +1029,7 @@ def _warn_unfit_api_models(s: Session, policy: Policy, now: datetime) -> None:
         try:
             _check_fits(policy, model, api_models[:i] + api_models[i + 1 :])
         except (InvalidArgumentError, AlreadyExistsError) as exc:
-            _event(
+            record_event(
                 s,
                 now,
                 "model.unfit",
@@ -1097,7 +1074,7 @@ def _sync_accounts(
     for row in existing.values():
         if row.name not in previously_allowed:
             continue  # dropped by an earlier version; already announced
-        _event(
+        record_event(
             s,
             now,
             "account.removed",
@@ -1137,7 +1114,7 @@ def _sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
                     updated_at=now,
                 )
             )
-            _event(
+            record_event(
                 s,
                 now,
                 "model.deployed",
@@ -1148,7 +1125,7 @@ def _sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
         elif row.spec != spec or row.source != "policy" or row.deleted_at is not None:
             was = "deleted" if row.deleted_at is not None else row.source
             row.spec, row.source, row.deleted_at, row.updated_at = spec, "policy", None, now
-            _event(
+            record_event(
                 s,
                 now,
                 "model.updated",
@@ -1159,7 +1136,7 @@ def _sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
     for row in rows.values():
         if row.source == "policy" and row.deleted_at is None:
             row.deleted_at = row.updated_at = now
-            _event(
+            record_event(
                 s,
                 now,
                 "model.deleted",
@@ -1203,7 +1180,7 @@ def _sync_pools(s: Session, policy: Policy, now: datetime) -> None:
             f"{len(added)} added" if added else "",
             f"{len(removed)} deactivated" if removed else "",
         ]
-        _event(
+        record_event(
             s,
             now,
             "pools.changed",

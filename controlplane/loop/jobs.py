@@ -25,11 +25,11 @@ from controlplane.loop.views import (
 )
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.placement import ModelView, PlacementInput, place
+from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
     Customer,
     DecisionRecord,
-    Event,
     Model,
     Node,
     PolicyVersion,
@@ -63,31 +63,6 @@ from schema.types import CapacityTier, NodeState
 log = structlog.get_logger("gpucap.loop")
 
 NON_TERMINAL = tuple(s.value for s in NodeState if not s.is_terminal)
-
-
-def add_event(
-    s: Session,
-    at: datetime,
-    kind: str,
-    message: str,
-    *,
-    customer: str | None = None,
-    model: str | None = None,
-    node: str | None = None,
-    severity: str = "info",
-) -> None:
-    s.add(
-        Event(
-            at=at,
-            kind=kind,
-            message=message,
-            customer=customer,
-            model=model,
-            node=node,
-            severity=severity,
-        )
-    )
-    log.info(kind, message=message, customer=customer, model=model, node=node)
 
 
 @dataclass
@@ -274,7 +249,7 @@ class ControlLoop:
                             )
                         )
                         if plan.unplaced:
-                            add_event(
+                            record_event(
                                 s,
                                 now_dt,
                                 "placement.unplaced",
@@ -331,7 +306,7 @@ class ControlLoop:
                     pending_at=now,
                 )
             )
-        add_event(
+        record_event(
             s,
             now,
             "replica.launch",
@@ -346,7 +321,7 @@ class ControlLoop:
             if not NodeState(n.state).is_terminal:
                 n.state = NodeState.DRAINING.value
                 n.draining_at = now
-        add_event(
+        record_event(
             s,
             now,
             "replica.drain",
@@ -474,7 +449,7 @@ class ControlLoop:
                 row.state = NodeState.PROVISIONING.value
                 row.provisioning_at = ctx.now_dt()
                 row.error = None
-            add_event(
+            record_event(
                 s,
                 ctx.now_dt(),
                 "node.created" if result.created else "node.found",
@@ -511,7 +486,7 @@ class ControlLoop:
                 row.failed_at = now_dt
             row.error = str(err)
             blocked = self._block(s, n, err, now_dt)
-            add_event(
+            record_event(
                 s,
                 now_dt,
                 "node.create_failed",
@@ -571,7 +546,7 @@ class ControlLoop:
             if zone:
                 row.zone = zone
             if state in (NodeState.READY, NodeState.FAILED, NodeState.TERMINATED):
-                add_event(
+                record_event(
                     s,
                     now,
                     f"node.{state.value}",
@@ -653,7 +628,7 @@ class ControlLoop:
                         continue  # found again on the next sweep
                     reaped += 1
                     with ctx.store.session() as s:
-                        add_event(
+                        record_event(
                             s,
                             ctx.now_dt(),
                             "node.orphan_terminated",
