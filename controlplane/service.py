@@ -23,7 +23,7 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -55,6 +55,7 @@ from schema.policy_file import (
 from schema.types import TERMINAL_NODE_STATES, Cloud, NodeState, Owner
 
 T = TypeVar("T")
+R = TypeVar("R")
 K = TypeVar("K", int, str)
 
 # --------------------------------------------------------------------------------------
@@ -690,27 +691,18 @@ class ControlPlaneService:
             raise InvalidArgumentError(
                 "kind", f"unknown decision kind {kind!r} (one of: {', '.join(DECISION_KINDS)})"
             )
-        if since_id < 0:
-            raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
-        if limit < 0:
-            raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
-        limit = min(limit or 100, MAX_DECISIONS_PER_PAGE)
+        limit = _page_limit(since_id, limit, MAX_DECISIONS_PER_PAGE)
+        q = select(DecisionRecord)
+        if customer:
+            q = q.where(DecisionRecord.customer == customer)
+        if model:
+            q = q.where(DecisionRecord.model == model)
+        if kind:
+            q = q.where(DecisionRecord.kind == kind)
+        if since is not None:
+            q = q.where(DecisionRecord.at >= since)
         with self.store.session() as s:
-            q = select(DecisionRecord)
-            if customer:
-                q = q.where(DecisionRecord.customer == customer)
-            if model:
-                q = q.where(DecisionRecord.model == model)
-            if kind:
-                q = q.where(DecisionRecord.kind == kind)
-            if since_id:
-                q = q.where(DecisionRecord.id > since_id)
-            if since is not None:
-                q = q.where(DecisionRecord.at >= since)
-            if since_id or since is not None:
-                return list(s.scalars(q.order_by(DecisionRecord.id).limit(limit)))
-            newest = list(s.scalars(q.order_by(DecisionRecord.id.desc()).limit(limit)))
-            return newest[::-1]
+            return _page(s, q, DecisionRecord.id, since_id, limit, forward=since is not None)
 
     def replay_decision(self, decision_id: int) -> ReplayView:
         """Re-run the autoscaler on a recorded autoscale decision's inputs and prior state.
@@ -855,21 +847,14 @@ class ControlPlaneService:
     ) -> list[Event]:
         """Events with id > ``since_id``, oldest first, at most ``limit``. With
         ``since_id == 0`` the *newest* ``limit`` events (what ``tail`` shows)."""
-        if since_id < 0:
-            raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
-        if limit < 0:
-            raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
-        limit = min(limit or 100, MAX_EVENTS_PER_PAGE)
+        limit = _page_limit(since_id, limit, MAX_EVENTS_PER_PAGE)
+        q = select(Event)
+        if customer:
+            q = q.where(Event.customer == customer)
+        if model:
+            q = q.where(Event.model == model)
         with self.store.session() as s:
-            q = select(Event)
-            if customer:
-                q = q.where(Event.customer == customer)
-            if model:
-                q = q.where(Event.model == model)
-            if since_id:
-                return list(s.scalars(q.where(Event.id > since_id).order_by(Event.id).limit(limit)))
-            newest = list(s.scalars(q.order_by(Event.id.desc()).limit(limit)))
-            return newest[::-1]
+            return _page(s, q, Event.id, since_id, limit)
 
     # ---------------------------------------------------------------- helpers
 
@@ -1217,3 +1202,29 @@ def _live_counts(
     for k, st, n in s.execute(q):
         out.setdefault(k, {})[st] = n
     return out
+
+
+def _page_limit(since_id: int, limit: int, most: int) -> int:
+    if since_id < 0:
+        raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
+    if limit < 0:
+        raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
+    return min(limit or 100, most)
+
+
+def _page(
+    s: Session,
+    q: Select[R],
+    id_col: InstrumentedAttribute[int],
+    since_id: int,
+    limit: int,
+    *,
+    forward: bool = False,
+) -> list[R]:
+    """Rows oldest first: after ``since_id`` (or when ``forward``), the oldest ``limit``
+    (paging forward); otherwise the newest ``limit`` (what ``tail`` shows)."""
+    if since_id:
+        q = q.where(id_col > since_id)
+    if since_id or forward:
+        return list(s.scalars(q.order_by(id_col).limit(limit)))
+    return list(s.scalars(q.order_by(id_col.desc()).limit(limit)))[::-1]
