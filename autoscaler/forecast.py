@@ -2,7 +2,8 @@
 
 What it learns from the samples it has not seen yet (each sample is folded in once):
 - the arrival-rate level and trend (Holt's linear smoothing over 30 s buckets) and the
-  spread of the rate around that level (EWMA of squared one-step residuals);
+  spread of the rate around that level (EWMA of squared one-step residuals), and a slow
+  baseline of the rate (EWMA with 1 h memory) that gpucap's headroom is sized on;
 - the per-request cost of the scaling metric (seconds of service for concurrency, tokens
   for tokens/s), learned only while requests are not queueing, so saturation does not teach
   it that requests got cheaper;
@@ -30,6 +31,7 @@ SLOT_S = 300.0  # daily profile resolution
 SLOTS = int(DAY_S / SLOT_S)
 SEASON_ALPHA = 0.3  # weight of the newest day in a daily slot
 QUEUE_FREE = 0.5  # mean waiting requests below which a bucket can teach the cost
+BASELINE_S = 3600.0  # memory of the slow rate baseline that headroom is sized on
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class LoadModel:
     """A read-only view of the learned load model (built from the state dict)."""
 
     level: float | None  # requests/s
+    baseline: float | None  # slow EWMA of the rate (memory BASELINE_S), requests/s
     trend: float  # requests/s per second
     spread: float  # std of the 30 s rate around the level, requests/s
     cost: float | None  # metric units per (request/s): service seconds, or tokens/request
@@ -81,6 +84,7 @@ def view(state: dict[str, Any]) -> LoadModel:
     covers_day = first is not None and last is not None and last - first > DAY_S
     return LoadModel(
         level=state.get("level"),
+        baseline=state.get("baseline"),
         trend=float(state.get("trend", 0.0)),
         spread=math.sqrt(float(state.get("resid2", 0.0))),
         cost=state.get("cost"),
@@ -143,6 +147,9 @@ def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
         r2 = float(state.get("resid2", 0.0))
         state["resid2"] = RESIDUAL_ALPHA * resid * resid + (1 - RESIDUAL_ALPHA) * r2
     state["level_t"] = start + secs
+    old_base = state.get("baseline")
+    weight = min(1.0, secs / BASELINE_S)
+    state["baseline"] = rate if old_base is None else old_base + weight * (rate - old_base)
     # Per-request cost, only from buckets where requests did not queue.
     if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs

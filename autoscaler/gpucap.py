@@ -119,12 +119,22 @@ class GpucapAutoscaler:
         rise = max(0.0, model.trend) * min(horizon, TREND_HORIZON_S) - model.spread
         ahead = base + max(0.0, rise)
         # Daily seasonality: only a predicted rise clear of the slot-to-slot noise counts.
-        # Daily seasonality: only a predicted rise clear of the slot-to-slot noise counts.
         season = model.season_peak_ratio(now, horizon)
         if season is not None and season >= 1.0 + self.season_min_rise:
             ahead = max(ahead, base * season)
         growth = min(MAX_GROWTH, ahead / base) if base > 0 else 1.0
-        need_f = self._replicas(peak * growth, target)
+        # Headroom over the covered load is sized on the typical level, not on a surge:
+        # the spare capacity (capacity / target - 1 of it at the typical level) is what
+        # rides out a rise during a cold start, and a level far above its slow baseline
+        # does not make the next rise proportionally larger. At a steady level with no
+        # forecast rise (or before the baseline is known) this is peak / target.
+        capacity = max(spec.replica_capacity(), target)
+        level = model.level or 0.0
+        typical = 1.0
+        if rise <= 0 and model.baseline and level > 0:
+            typical = min(1.0, model.baseline / level)
+        spare = (capacity / target - 1.0) * typical
+        need_f = self._replicas(peak * (growth + spare), capacity)
 
         # 5. Burst fast path: the short window's requests in the system (Knative's panic
         # signal) when they exceed what every live replica, starting ones included, carries
@@ -133,7 +143,9 @@ class GpucapAutoscaler:
         starting = live > inp.replicas.ready
         in_system = [s.in_flight + (0.0 if starting else s.queue_depth) for s in burst]
         burst_load = sum(in_system) / len(in_system)
-        need_b = self._replicas(burst_load, target) if burst_load > live * target else 0
+        # The same headroom as the forecast path, or the two would flap against each other.
+        carry = capacity / (1.0 + spare)
+        need_b = self._replicas(burst_load, carry) if burst_load > live * carry else 0
         need = max(need_f, need_b)
         reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
 

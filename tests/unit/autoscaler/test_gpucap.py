@@ -120,6 +120,32 @@ def test_trend_looks_ahead_by_the_cold_start() -> None:
     assert got["ramp"] > got["flat"]
 
 
+_SURGE = 50.0 + 100.0 * (1 - math.exp(-1800 / 3600))  # 1 h EWMA 30 min after 50 -> 150
+_DROP = 100.0 + 50.0 * math.exp(-1800 / 3600)  # 30 min after 150 -> 100
+
+
+@pytest.mark.parametrize(
+    ("label", "rate", "baseline", "want"),
+    [
+        # 150 req/s x 2 s = 300 in flight at 70 of 100 slots per replica: ceil(300 / 70)
+        ("a steady level keeps target headroom", lambda t: 150.0, 150.0, 5),
+        # The same level 30 min after a 3x surge from an hour at 50 req/s: the spare 30
+        # slots per 70 are sized on the slow baseline (~89 req/s), not on 150:
+        # ceil(300 x (1 + 30 / 70 x 89 / 150) / 100)
+        ("a surge above the baseline", lambda t: 50.0 if t < 3600 else 150.0, _SURGE, 4),
+        # Below the baseline the headroom stays proportional: ceil(200 / 70)
+        ("a drop below the baseline", lambda t: 150.0 if t < 3600 else 100.0, _DROP, 3),
+    ],
+)
+def test_headroom_is_sized_on_the_slow_baseline(  # type: ignore[no-untyped-def]
+    label: str, rate, baseline: float, want: int
+) -> None:
+    run = FluidRun(OURS, SPEC, rate, service_s=2.0, cold_start_s=300.0, ready=5)
+    decisions = run.run(5400.0)
+    assert decisions[-1][1].desired == want, label
+    assert run.state["baseline"] == pytest.approx(baseline, rel=0.05), label
+
+
 def _fold_days(days: float, rate_at) -> dict:  # type: ignore[no-untyped-def]
     st: dict = {}
     samples = [
