@@ -58,9 +58,6 @@ MIN_RATE = 1e-3  # requests/s below which a window cannot teach the per-request 
 IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
 MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
-# A projected rise counts only beyond this many standard deviations of the rate's noise:
-# right after a level step, Holt's trend is a transient of the step, not a ramp.
-TREND_SIGMAS = 2.0
 
 
 @dataclass(frozen=True)
@@ -118,8 +115,8 @@ class GpucapAutoscaler:
         # observed peak by the forecast growth of the arrival rate over that horizon.
         base = max(rate_s, model.level or 0.0)
         # A damped trend: extrapolated at most TREND_HORIZON_S, and only the part of the
-        # projected rise that stands out of the rate's own noise (TREND_SIGMAS).
-        rise = max(0.0, model.trend) * min(horizon, TREND_HORIZON_S) - TREND_SIGMAS * model.spread
+        # projected rise that stands out of the rate's own noise.
+        rise = max(0.0, model.trend) * min(horizon, TREND_HORIZON_S) - model.spread
         ahead = base + max(0.0, rise)
         # Daily seasonality: only a predicted rise clear of the slot-to-slot noise counts.
         season = model.season_peak_ratio(now, horizon)
