@@ -43,10 +43,17 @@ def record_demo_decisions(store: Store, service: ControlPlaneService) -> None:
     run(ControlLoop(ctx), clock, 12)
 
 
-def add_replica(store: Store, model: str, pool_id: str, state: str, nodes: list[str]) -> str:
+def add_replica(
+    store: Store,
+    model: str,
+    pool_id: str,
+    state: str,
+    nodes: list[str],
+    rid: str | None = None,
+) -> str:
     """A replica and its nodes (``<replica>-n0``, ...) as the reconciler writes them;
     returns the replica id."""
-    rid = f"r-{model}-{len(nodes)}-{state}"
+    rid = rid or f"r-{model}-{len(nodes)}-{state}"
     with store.session() as s:
         model_row = s.scalar(select(ModelRow).where(ModelRow.name == model))
         pool = s.get(Pool, pool_id)

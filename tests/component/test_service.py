@@ -20,14 +20,13 @@ from controlplane.store.models import (
     Account,
     Customer,
     Event,
-    Node,
     PolicyVersion,
     Pool,
-    Replica,
 )
 from controlplane.store.models import Model as ModelRow
 from providers.credentials import ExternalIdGenerator
 from schema.policy_file import PolicyError, parse_policy
+from tests.component.oncall_kit import add_replica
 from tests.policy_texts import api_model_spec, edited, example_policy, without_llama_8b
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -330,54 +329,15 @@ def test_pin_pause_and_cordon(svc: ControlPlaneService) -> None:
     assert "stockouts all morning" in cordon.message and cordon.severity == "warning"
 
 
-def _add_replica(
-    store: Store, model: str, pool_id: str, state: str, node_states: list[str], rid: str
-) -> None:
-    """Rows as the reconciler writes them (this test only reads them back)."""
-    with store.session() as s:
-        model_row = s.scalar(select(ModelRow).where(ModelRow.name == model))
-        pool = s.get(Pool, pool_id)
-        assert model_row is not None and pool is not None
-        s.add(
-            Replica(
-                id=rid,
-                model_id=model_row.id,
-                pool_id=pool_id,
-                gpu_shape=pool.gpu_shape,
-                state=state,
-                created_at=T0,
-            )
-        )
-        s.flush()
-        for i, node_state in enumerate(node_states):
-            s.add(
-                Node(
-                    id=f"{rid}-n{i}",
-                    replica_id=rid,
-                    pool_id=pool_id,
-                    customer=pool.customer,
-                    account=pool.account,
-                    cloud=pool.cloud,
-                    region=pool.region,
-                    zone=f"{pool.region}a",
-                    instance_type=pool.instance_type,
-                    idempotency_token=f"tok-{rid}-{i}",
-                    instance_id=f"i-{rid}{i}",
-                    state=node_state,
-                    pending_at=T0,
-                )
-            )
-
-
 def test_list_nodes_pools_and_model_counts(svc: ControlPlaneService, store: Store) -> None:
     svc.apply_policy(example_policy(), "a.yaml", "alice")
     east = "acme/acme-aws/us-east-1/p5.48xlarge"
     gcp = "acme/acme-gcp/us-central1/a3-highgpu-8g"
-    _add_replica(store, "llama-70b", east, "ready", ["ready"], "r1")
-    _add_replica(store, "llama-70b", gcp, "provisioning", ["provisioning"], "r2")
-    _add_replica(store, "llama-70b", gcp, "running", ["running"], "r3")
-    _add_replica(store, "deepseek-r1", east, "provisioning", ["pending", "provisioning"], "r4")
-    _add_replica(store, "llama-70b", east, "terminated", ["terminated"], "r5")
+    add_replica(store, "llama-70b", east, "ready", ["ready"], rid="r1")
+    add_replica(store, "llama-70b", gcp, "provisioning", ["provisioning"], rid="r2")
+    add_replica(store, "llama-70b", gcp, "running", ["running"], rid="r3")
+    add_replica(store, "deepseek-r1", east, "provisioning", ["pending", "provisioning"], rid="r4")
+    add_replica(store, "llama-70b", east, "terminated", ["terminated"], rid="r5")
 
     model = svc.get_model("acme", "llama-70b")
     assert (model.ready, model.starting, model.provisioning, model.draining) == (1, 1, 1, 0)
