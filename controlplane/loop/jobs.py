@@ -128,10 +128,7 @@ class ControlLoop:
                 counts = replica_counts(replicas[m.id])
                 sspec = scaling_spec(spec, ctx.tuning)
                 window = ctx.window.window((m.customer, m.name), now)
-                cold = (
-                    ctx.coldstart.expected_ready_s(spec.weights.size_gb if spec.weights else 16.0)
-                    * ctx.tuning.cold_start_scale
-                )
+                cold = self._cold_start_s(spec)
                 inp = AutoscalerInput(m.name, now, window, counts, sspec, cold)
                 state = dict(m.autoscaler_state or {})
                 state_before = dict(state)
@@ -199,12 +196,7 @@ class ControlLoop:
                     if m.deleted_at is not None and not live:
                         continue
                     spec = ModelSpec.model_validate(m.spec)
-                    cold = (
-                        ctx.coldstart.expected_ready_s(
-                            spec.weights.size_gb if spec.weights else 16.0
-                        )
-                        * ctx.tuning.cold_start_scale
-                    )
+                    cold = self._cold_start_s(spec)
                     views = tuple(pool_view(p, in_use[p.id], cold) for p in pools)
                     desired = 0 if m.deleted_at is not None else m.desired_replicas
                     inp = PlacementInput(
@@ -640,6 +632,13 @@ class ControlLoop:
         return reaped
 
     # ------------------------------------------------------------------ helpers
+    def _cold_start_s(self, spec: ModelSpec) -> float:
+        """Expected time-to-ready of a new replica (a model without declared weights is
+        costed as a 16 GB one, an 8B-class model in bf16)."""
+        ctx = self.ctx
+        weights_gb = spec.weights.size_gb if spec.weights else 16.0
+        return ctx.coldstart.expected_ready_s(weights_gb) * ctx.tuning.cold_start_scale
+
     def _provider(self, n: _NodeSnapshot) -> Any:
         with self.ctx.store.session() as s:
             acct = s.scalars(
