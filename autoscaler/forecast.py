@@ -3,10 +3,11 @@
 What it learns from the samples it has not seen yet (each sample is folded in once):
 - the arrival-rate level and trend (Holt's linear smoothing over 30 s buckets) and the
   spread of the rate around that level (EWMA of squared one-step residuals), and a slow
-  baseline of the rate (EWMA with 1 h memory) that gpucap's headroom is sized on;
+  baseline of the rate (EWMA with 6 h memory; the plain mean until that much history
+  exists) that gpucap's burst reserve is sized on;
 - the per-request cost of the scaling metric (seconds of service for concurrency, tokens
   for tokens/s), learned only while requests are not queueing, so saturation does not teach
-  it that requests got cheaper;
+  it that requests got cheaper (the plain mean of the first buckets, then an EWMA);
 - a daily profile of the rate in 5-minute slots (288 numbers), used for seasonality once
   the history spans more than a day.
 
@@ -31,7 +32,9 @@ SLOT_S = 300.0  # daily profile resolution
 SLOTS = int(DAY_S / SLOT_S)
 SEASON_ALPHA = 0.3  # weight of the newest day in a daily slot
 QUEUE_FREE = 0.5  # mean waiting requests below which a bucket can teach the cost
-BASELINE_S = 3600.0  # memory of the slow rate baseline that headroom is sized on
+# Memory of the slow rate baseline the burst reserve is sized on: hours, so that a surge
+# lasting less than a few hours does not raise the typical level it is measured against.
+BASELINE_S = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class LoadModel:
     """A read-only view of the learned load model (built from the state dict)."""
 
     level: float | None  # requests/s
-    baseline: float | None  # slow EWMA of the rate (memory BASELINE_S), requests/s
+    baseline: float | None  # slow mean of the rate (memory BASELINE_S), requests/s
     trend: float  # requests/s per second
     spread: float  # std of the 30 s rate around the level, requests/s
     cost: float | None  # metric units per (request/s): service seconds, or tokens/request
@@ -147,14 +150,23 @@ def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
         r2 = float(state.get("resid2", 0.0))
         state["resid2"] = RESIDUAL_ALPHA * resid * resid + (1 - RESIDUAL_ALPHA) * r2
     state["level_t"] = start + secs
+    # The slow baseline: a bias-corrected EWMA (the plain mean of the history until it spans
+    # BASELINE_S), so the first bucket after a start does not stand in for hours of level.
     old_base = state.get("baseline")
-    weight = min(1.0, secs / BASELINE_S)
+    spanned = float(state.get("baseline_s", 0.0 if old_base is None else BASELINE_S)) + secs
+    state["baseline_s"] = min(spanned, BASELINE_S)
+    weight = max(secs / BASELINE_S, secs / spanned)
     state["baseline"] = rate if old_base is None else old_base + weight * (rate - old_base)
     # Per-request cost, only from buckets where requests did not queue.
     if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs
         old = state.get("cost")
-        state["cost"] = cost if old is None else COST_ALPHA * cost + (1 - COST_ALPHA) * old
+        # Bias-corrected like the baseline: a start-up bucket (in-flight still filling
+        # after a restart) weighs 1/n, not for the next ten minutes.
+        n = int(state.get("cost_n", 0 if old is None else 1 / COST_ALPHA)) + 1
+        state["cost_n"] = min(n, round(1 / COST_ALPHA))
+        weight = max(COST_ALPHA, 1.0 / n)
+        state["cost"] = cost if old is None else weight * cost + (1 - weight) * old
 
 
 def _close_slot(state: dict[str, Any], d: list[float]) -> None:

@@ -15,7 +15,11 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
 4. Look ahead by the cold start: that peak is scaled by the forecast growth of the arrival
    rate over [now, now + cold start + one tick] -- a damped trend, counted only where the
    projected rise stands out of the rate's noise, and daily seasonality once the history
-   covers a day. Capacity requested now is ready then.
+   covers a day. Capacity requested now is ready then. The capacity covers the larger of
+   that (with ``MIN_MARGIN`` spare) and a burst reserve: the typical level (a 6 h baseline
+   of the rate) at the target utilization. A jump inside a cold start can only be served
+   by spare already running; sizing that spare on the typical level rather than on the
+   current load keeps it when the load is low and does not triple it during a surge.
 5. Burst fast path: when the requests in the system over the short window exceed what every
    *live* replica (ready + starting + provisioning) carries at target, scale at once; while
    capacity is on its way the queue is left out, so nothing is launched twice.
@@ -58,6 +62,9 @@ MIN_RATE = 1e-3  # requests/s below which a window cannot teach the per-request 
 IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
 MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
+# Least spare over the current peak load (and its forecast growth) when the burst reserve
+# is smaller: a quarter, chosen on the bench (docs/benchmarks.md) among 0.1-0.4.
+MIN_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -123,28 +130,30 @@ class GpucapAutoscaler:
         if season is not None and season >= 1.0 + self.season_min_rise:
             ahead = max(ahead, base * season)
         growth = min(MAX_GROWTH, ahead / base) if base > 0 else 1.0
-        # Headroom over the covered load is sized on the typical level, not on a surge:
-        # the spare capacity (capacity / target - 1 of it at the typical level) is what
-        # rides out a rise during a cold start, and a level far above its slow baseline
-        # does not make the next rise proportionally larger. At a steady level with no
-        # forecast rise (or before the baseline is known) this is peak / target.
+        # Burst reserve: capacity for the typical level (the slow baseline) at the target
+        # utilization, i.e. the spare that absorbs a jump while new replicas boot. A surge
+        # uses up that reserve instead of multiplying it (a ratio over the current load
+        # would size the spare on the surge: 3x the load and 3x the spare), and after a
+        # surge the reserve stays at the typical level, since surges recur. Over the
+        # current peak and its forecast growth the cover keeps MIN_MARGIN. At a steady
+        # level (or before the baseline is known) this is peak / target for any target
+        # utilization below 1 / (1 + MIN_MARGIN).
         capacity = max(spec.replica_capacity(), target)
-        level = model.level or 0.0
-        typical = 1.0
-        if rise <= 0 and model.baseline and level > 0:
-            typical = min(1.0, model.baseline / level)
-        spare = (capacity / target - 1.0) * typical
-        need_f = self._replicas(peak * (growth + spare), capacity)
+        typical = peak
+        if model.baseline is not None and cost is not None and busy:
+            typical = model.baseline * cost  # an idle model keeps no reserve: zero stays zero
+        cover = max(peak * growth * (1.0 + MIN_MARGIN), typical * capacity / target)
+        need_f = self._replicas(cover, capacity)
 
         # 5. Burst fast path: the short window's requests in the system (Knative's panic
-        # signal) when they exceed what every live replica, starting ones included, carries
+        # signal) when they exceed what every *live* replica, starting ones included, carries
         # at target. While capacity is on its way the waiting queue is left out: it is the
         # backlog that capacity will drain, and counting it again is the panic overshoot.
         starting = live > inp.replicas.ready
         in_system = [s.in_flight + (0.0 if starting else s.queue_depth) for s in burst]
         burst_load = sum(in_system) / len(in_system)
-        # The same headroom as the forecast path, or the two would flap against each other.
-        carry = capacity / (1.0 + spare)
+        # The forecast path's ratio of load to capacity, or the two would flap.
+        carry = capacity * peak / cover if peak > 0 else target
         need_b = self._replicas(burst_load, carry) if burst_load > live * carry else 0
         need = max(need_f, need_b)
         reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
@@ -166,7 +175,8 @@ class GpucapAutoscaler:
         detail = (
             f"rate {rate_s:.2f}/s (burst {rate_b:.2f}/s), per-request cost "
             f"{cost if cost is None else round(cost, 3)}, peak load {peak:.1f} x forecast "
-            f"growth {growth:.2f} over {horizon:.0f} s -> need {need} at {target:g}/replica; "
+            f"growth {growth:.2f} over {horizon:.0f} s, reserve for typical load {typical:.1f} "
+            f"-> need {need} at {target:g}/replica; "
             f"live {live} "
             f"(ready {inp.replicas.ready})"
         )
