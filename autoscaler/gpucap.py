@@ -16,10 +16,11 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    rate over [now, now + cold start + one tick] -- a damped trend, counted only where the
    projected rise stands out of the rate's noise, and daily seasonality once the history
    covers a day. Capacity requested now is ready then. The capacity covers the larger of
-   that (with ``MIN_MARGIN`` spare) and a burst reserve: the typical level (a 6 h baseline
-   of the rate) at the target utilization. A jump inside a cold start can only be served
-   by spare already running; sizing that spare on the typical level rather than on the
-   current load keeps it when the load is low and does not triple it during a surge.
+   that (at least ``MIN_MARGIN`` over the peak) and a burst reserve: the typical level (a
+   6 h baseline of the rate) at the target utilization. A jump inside a cold start can
+   only be served by spare already running; sizing that spare on the typical level rather
+   than on the current load keeps it when the load is low and does not triple it during a
+   surge.
 5. Burst fast path: when the requests in the system over the short window exceed what every
    *live* replica (ready + starting + provisioning) carries at target, scale at once; while
    capacity is on its way the queue is left out, so nothing is launched twice.
@@ -112,7 +113,8 @@ class GpucapAutoscaler:
         busy = rate_s > 0 or (observed or 0.0) > IDLE_LOAD or queued > 0
         if busy:
             st["last_busy"] = now
-        cost = self._cost(model, rate_s, observed, spec.mean_service_s, spec.metric)
+        queueing = sum(s.queue_depth for s in stable) / len(stable) >= QUEUE_FREE
+        cost = self._cost(model, rate_s, observed, queueing, spec.mean_service_s, spec.metric)
         target = max(spec.target_per_replica, 1e-9)
 
         # 3. The load to cover: the peak of the offered load over the stable window.
@@ -135,14 +137,16 @@ class GpucapAutoscaler:
         # uses up that reserve instead of multiplying it (a ratio over the current load
         # would size the spare on the surge: 3x the load and 3x the spare), and after a
         # surge the reserve stays at the typical level, since surges recur. Over the
-        # current peak and its forecast growth the cover keeps MIN_MARGIN. At a steady
+        # current peak the cover keeps its forecast growth or MIN_MARGIN, whichever is
+        # larger: a forecast rise is the spare for that rise, the margin is for one not
+        # forecast, and stacking them overshoots after a level step. At a steady
         # level (or before the baseline is known) this is peak / target for any target
         # utilization below 1 / (1 + MIN_MARGIN).
         capacity = max(spec.replica_capacity(), target)
         typical = peak
         if model.baseline is not None and cost is not None and busy:
             typical = model.baseline * cost  # an idle model keeps no reserve: zero stays zero
-        cover = max(peak * growth * (1.0 + MIN_MARGIN), typical * capacity / target)
+        cover = max(peak * max(growth, 1.0 + MIN_MARGIN), typical * capacity / target)
         need_f = self._replicas(cover, capacity)
 
         # 5. Burst fast path: the short window's requests in the system (Knative's panic
@@ -153,7 +157,8 @@ class GpucapAutoscaler:
         in_system = [s.in_flight + (0.0 if starting else s.queue_depth) for s in burst]
         burst_load = sum(in_system) / len(in_system)
         # The forecast path's ratio of load to capacity, or the two would flap.
-        carry = capacity * peak / cover if peak > 0 else target
+        # (With no load to take a ratio from, the knob's target per replica.)
+        carry = capacity * peak / cover if peak > IDLE_LOAD else target
         need_b = self._replicas(burst_load, carry) if burst_load > live * carry else 0
         need = max(need_f, need_b)
         reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
@@ -189,18 +194,24 @@ class GpucapAutoscaler:
         model: forecast.LoadModel,
         rate: float,
         observed: float | None,
+        queueing: bool,
         mean_service_s: float | None,
         metric: str,
     ) -> float | None:
-        """Metric units per (request/s): learned, else Little's law on the window, else the
-        spec's profiled service time (concurrency only)."""
+        """Metric units per (request/s): learned, else Little's law on an unqueued window,
+        else the spec's profiled service time (concurrency), else Little's law anyway.
+        While requests queue, Little's law counts their wait as service: a backlog growing
+        during a cold start would read as ever costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
             return model.cost
-        if observed is not None and rate >= MIN_RATE and observed > 0:
-            return observed / rate
+        little = (
+            observed / rate if observed is not None and observed > 0 and rate >= MIN_RATE else None
+        )
+        if little is not None and not queueing:
+            return little
         if metric == "concurrency" and mean_service_s:
             return mean_service_s
-        return None
+        return little
 
     @staticmethod
     def _peak_load(
