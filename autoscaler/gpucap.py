@@ -48,11 +48,13 @@ from autoscaler.types import (
     MetricsSample,
     MetricsWindow,
     NoData,
+    ScalingSpec,
     State,
 )
 from autoscaler.window import (
     latest_t,
     mean_arrival_rate,
+    mean_in_flight,
     mean_metric,
     recent,
     scrape_interval,
@@ -113,8 +115,7 @@ class GpucapAutoscaler:
         busy = rate_s > 0 or (observed or 0.0) > IDLE_LOAD or queued > 0
         if busy:
             st["last_busy"] = now
-        queueing = sum(s.queue_depth for s in stable) / len(stable) >= QUEUE_FREE
-        cost = self._cost(model, rate_s, observed, queueing, spec.mean_service_s, spec.metric)
+        cost = self._cost(model, stable, rate_s, observed, step, spec)
         target = max(spec.target_per_replica, 1e-9)
 
         # 3. The load to cover: the peak of the offered load over the stable window.
@@ -154,7 +155,11 @@ class GpucapAutoscaler:
         # at target. While capacity is on its way the waiting queue is left out: it is the
         # backlog that capacity will drain, and counting it again is the panic overshoot.
         starting = live > inp.replicas.ready
-        in_system = [s.in_flight + (0.0 if starting else s.queue_depth) for s in burst]
+        # A backlog is drained by capacity that arrives after a cold start, over the time
+        # it then has: Q waiting requests need Q x cost / horizon of extra load, not Q
+        # (counting each as concurrent demand is the panic overshoot, again).
+        drain = 0.0 if starting else min(1.0, (cost or 0.0) / horizon) if horizon > 0 else 1.0
+        in_system = [s.in_flight + drain * s.queue_depth for s in burst]
         burst_load = sum(in_system) / len(in_system)
         # The forecast path's ratio of load to capacity, or the two would flap.
         # (With no load to take a ratio from, the knob's target per replica.)
@@ -192,26 +197,32 @@ class GpucapAutoscaler:
     @staticmethod
     def _cost(
         model: forecast.LoadModel,
+        stable: tuple[MetricsSample, ...],
         rate: float,
         observed: float | None,
-        queueing: bool,
-        mean_service_s: float | None,
-        metric: str,
+        step: float,
+        spec: ScalingSpec,
     ) -> float | None:
-        """Metric units per (request/s): learned, else Little's law on an unqueued window,
-        else the spec's profiled service time (concurrency), else Little's law anyway.
-        While requests queue, Little's law counts their wait as service: a backlog growing
-        during a cold start would read as ever costlier requests (and launch ever more)."""
+        """Metric units per (request/s): learned, else Little's law on the window, else the
+        spec's profiled service time (concurrency only). Where requests queue, Little's law
+        is applied to the service stage alone -- what is being served over the completion
+        rate (arrivals minus the queue's growth) -- since over the whole system it counts
+        the wait as service, and a backlog growing during a cold start would read as ever
+        costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
             return model.cost
-        little = (
-            observed / rate if observed is not None and observed > 0 and rate >= MIN_RATE else None
-        )
-        if little is not None and not queueing:
-            return little
-        if metric == "concurrency" and mean_service_s:
-            return mean_service_s
-        return little
+        if observed is not None and observed > 0 and rate >= MIN_RATE:
+            queue = [s.queue_depth for s in stable]
+            if sum(queue) / len(queue) < QUEUE_FREE:
+                return observed / rate
+            span = max(step, stable[-1].t - stable[0].t)
+            completions = rate - (queue[-1] - queue[0]) / span
+            served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
+            if completions >= MIN_RATE and served > 0:
+                return served / completions
+        if spec.metric == "concurrency" and spec.mean_service_s:
+            return spec.mean_service_s
+        return None
 
     @staticmethod
     def _peak_load(

@@ -44,6 +44,11 @@ def mean_concurrency(samples: Sequence[MetricsSample]) -> float | None:
     return sum(concurrency(s) for s in samples) / len(samples)
 
 
+def mean_in_flight(samples: Sequence[MetricsSample]) -> float:
+    """Requests being served (not waiting), averaged; 0 for no samples."""
+    return sum(s.in_flight for s in samples) / len(samples) if samples else 0.0
+
+
 def mean_tokens(samples: Sequence[MetricsSample]) -> float | None:
     vals = [s.tokens_per_s for s in samples if s.tokens_per_s is not None]
     return sum(vals) / len(vals) if vals else None

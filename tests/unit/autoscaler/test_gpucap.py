@@ -63,21 +63,39 @@ def test_queue_backlog_while_capacity_starts_does_not_launch_more() -> None:
         assert d.desired == 3, now
 
 
-def test_burst_path_counts_live_capacity() -> None:
-    # All 2 live replicas ready and full; the last seconds hold 500 requests in the system.
+def test_burst_path_drains_a_backlog_and_counts_live_capacity() -> None:
+    # 2 live replicas, ready and full (200 of 200 slots); a backlog of 30,000 requests
+    # built up in the last seconds. Capacity asked for now arrives after the cold start
+    # (305 s with the tick) and has that long to drain it: 30,000 x 2 s / 305 s = 197 of
+    # extra load, so the 6 s mean in the system is (2 x 140 + 4 x 397) / 6 = 311.
     def conc(t: float) -> float:
         return 140.0 if t <= 596 else 200.0
 
     def queue(t: float) -> float:
-        return 0.0 if t <= 596 else 300.0
+        return 0.0 if t <= 596 else 30_000.0
 
     w = window(600.0, conc=conc, rate=70.0, queue=queue, length=600)
     d, _ = OURS.decide(inp(600.0, w, ready=2), {"desired": 2, "cost": 2.0})
     assert d.reason == "scale_up_burst"
-    assert d.desired >= math.ceil(500 * 4 / 6 / T)  # the 6 s mean of the burst
-    # the same burst with capacity already starting that covers it: nothing more
+    # at the forecast path's 80 per replica (200 peak load covered with 25 % spare)
+    assert d.desired == math.ceil((2 * 140 + 4 * (200 + 30_000 * 2 / 305)) / 6 / 80)
+    # Knative's count (every waiting request as concurrent demand) would ask for 250.
+    assert d.desired < 10
+    # the same backlog with capacity already starting that covers the load: nothing more
     d, _ = OURS.decide(inp(600.0, w, ready=2, starting=6), {"desired": 8, "cost": 2.0})
     assert d.desired == 8
+
+
+def test_saturated_without_a_learned_cost_reads_the_service_stage() -> None:
+    # One replica full (100 slots) since a start with a wrong prior (spec: 2 s per request);
+    # 37 req/s arrive, 10 complete per second, the queue grows by 27 per second. Little's
+    # law on the service stage: 100 in service / 10 per second = 10 s per request, so the
+    # offered load is 370 in flight: ceil(370 / 70) replicas at once (no baseline yet, so
+    # the reserve is the load itself at target).
+    w = window(600.0, conc=100.0, rate=37.0, queue=lambda t: 27.0 * (t - 400.0), length=120)
+    d, _ = OURS.decide(inp(600.0, w, ready=1), {"desired": 1})
+    assert d.desired == math.ceil(370 / T)
+    assert "per-request cost 10.0" in d.detail
 
 
 def test_holds_through_a_dip_shorter_than_a_cold_start_then_releases() -> None:
