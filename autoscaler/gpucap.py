@@ -10,8 +10,9 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    SLO is about the wait of each request, so bursts inside the window matter. Where requests
    did not queue, a sample's metric is the offered load; where they queued, it is estimated
    from arrivals (requests that arrived within one service time). The queue itself is a
-   backlog that drains once capacity arrives; counting it as demand is the Knative panic
-   overshoot (autoscalers.md §6.1), so it never adds replicas by itself.
+   backlog that drains once capacity arrives; counting it as concurrent demand is the
+   Knative panic overshoot (autoscalers.md §6.1), so here it never does (step 5 asks only
+   for what drains it over a cold start).
 4. Look ahead by the cold start: that peak is scaled by the forecast growth of the arrival
    rate over [now, now + cold start + one tick] -- a damped trend, counted only where the
    projected rise stands out of the rate's noise, and daily seasonality once the history
@@ -21,9 +22,10 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    only be served by spare already running; sizing that spare on the typical level rather
    than on the current load keeps it when the load is low and does not triple it during a
    surge.
-5. Burst fast path: when the requests in the system over the short window exceed what every
-   *live* replica (ready + starting + provisioning) carries at target, scale at once; while
-   capacity is on its way the queue is left out, so nothing is launched twice.
+5. Burst fast path: when the load in the system over the short window exceeds what every
+   *live* replica (ready + starting + provisioning) carries at target, scale at once. A
+   backlog counts as the load that drains it over one cold start; while capacity is on its
+   way the queue is left out, so nothing is launched twice.
 6. Scale-up is immediate (bounded by ``max_scale_up_rate``). Scale-down is the sliding max of
    the needs over one cold start (or the policy's ``scale_down_delay_s`` if longer): the
    ski-rental break-even, since holding a replica through a dip is cheaper than releasing
