@@ -163,7 +163,9 @@ class GpucapAutoscaler:
         # A backlog is drained by capacity that arrives after a cold start, over the time
         # it then has: Q waiting requests need Q x cost / horizon of extra load, not Q
         # (counting each as concurrent demand is the panic overshoot, again).
-        drain = 0.0 if starting else min(1.0, (cost or 0.0) / horizon) if horizon > 0 else 1.0
+        drain = 1.0 if horizon <= 0 else min(1.0, (cost or 0.0) / horizon)
+        if starting:
+            drain = 0.0
         in_system = [s.in_flight + drain * s.queue_depth for s in burst]
         burst_load = sum(in_system) / len(in_system)
         # The forecast path's ratio of load to capacity, or the two would flap.
