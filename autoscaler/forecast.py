@@ -7,7 +7,9 @@ What it learns from the samples it has not seen yet (each sample is folded in on
   exists) that gpucap's burst reserve is sized on;
 - the per-request cost of the scaling metric (seconds of service for concurrency, tokens
   for tokens/s), learned only while requests are not queueing, so saturation does not teach
-  it that requests got cheaper (the plain mean of the first buckets, then an EWMA);
+  it that requests got cheaper (the plain mean of the first buckets, then an EWMA); for
+  concurrency each bucket's in-service count is paired with the arrivals of the last
+  service time (a short arrival history is kept for that);
 - a daily profile of the rate in 5-minute slots (288 numbers), used for seasonality once
   the history spans more than a day.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from autoscaler.types import MetricsSample
@@ -35,6 +38,7 @@ QUEUE_FREE = 0.5  # mean waiting requests below which a bucket can teach the cos
 # Memory of the slow rate baseline the burst reserve is sized on: hours, so that a surge
 # lasting less than a few hours does not raise the typical level it is measured against.
 BASELINE_S = 6 * 3600.0
+HISTORY_BUCKETS = 40  # arrivals kept to pair with in-service counts: 20 min of buckets
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def _accumulate(state: dict[str, Any], s: MetricsSample, dt: float, metric: str)
     b = state.get("bucket")
     if b is None or s.t - b[0] > BUCKET_S:
         if b is not None and b[1] > 0:
-            _close_bucket(state, b)
+            _close_bucket(state, b, metric == "concurrency")
         b = [s.t - dt, 0.0, 0.0, 0.0, 0.0]
     used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
     b = [b[0], b[1] + dt, b[2] + s.arrival_rate * dt, b[3] + (used or 0.0) * dt, b[4]]
@@ -133,7 +137,7 @@ def _accumulate(state: dict[str, Any], s: MetricsSample, dt: float, metric: str)
     state["slot_acc"] = [d[0], d[1] + dt, d[2] + s.arrival_rate * dt]
 
 
-def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
+def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> None:
     start, secs, reqs, metric_secs, queue_secs = b
     rate = reqs / secs
     level, trend = state.get("level"), float(state.get("trend", 0.0))
@@ -158,15 +162,65 @@ def _close_bucket(state: dict[str, Any], b: list[float]) -> None:
     weight = max(secs / BASELINE_S, secs / spanned)
     state["baseline"] = rate if old_base is None else old_base + weight * (rate - old_base)
     # Per-request cost, only from buckets where requests did not queue.
+    old = state.get("cost")
+    history = _arrival_history(state, start, secs, reqs, old, concurrency)
     if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs
-        old = state.get("cost")
+        if concurrency and old is not None:
+            # Little's law pairs what is in service with the arrivals that put it there:
+            # those of the last service time, not of this bucket alone. Unpaired, a rate
+            # step up reads as cheaper requests exactly when capacity is being sized for
+            # it (and a step down as costlier ones), by up to (service / bucket) x the step.
+            lagged = _in_service_rate(history, start, start + secs, old)
+            if lagged > 0:
+                cost = metric_secs / secs / lagged
         # Bias-corrected like the baseline: a start-up bucket (in-flight still filling
         # after a restart) weighs 1/n, not for the next ten minutes.
         n = int(state.get("cost_n", 0 if old is None else 1 / COST_ALPHA)) + 1
         state["cost_n"] = min(n, round(1 / COST_ALPHA))
         weight = max(COST_ALPHA, 1.0 / n)
         state["cost"] = cost if old is None else weight * cost + (1 - weight) * old
+
+
+def _arrival_history(
+    state: dict[str, Any], start: float, secs: float, reqs: float, cost: float | None, keep: bool
+) -> list[list[float]]:
+    """The buckets' [start, seconds, requests] back over one service time (the learned
+    cost, at most ``HISTORY_BUCKETS``), this one included; stored only for concurrency."""
+    if not keep:
+        return []
+    reach = start - (cost or 0.0) - BUCKET_S
+    hist = [h for h in state.get("arrivals", []) if h[0] + h[1] > reach]
+    hist = [*hist[-(HISTORY_BUCKETS - 1) :], [start, secs, reqs]]
+    state["arrivals"] = hist
+    return hist
+
+
+def _in_service_rate(history: Sequence[Sequence[float]], a: float, b: float, s: float) -> float:
+    """The arrival rate that the mean in-service count over [a, b] reflects when each
+    request is served for ``s`` seconds: arrivals at u are in service over [u, u + s], so
+    each bucket's rate weighs by how long its requests overlap [a, b] (Little's law over a
+    window, exact for a rate constant within each bucket). Weighted over what the history
+    covers."""
+    weighted = mass = 0.0
+    for h0, secs, reqs in history:
+        if secs <= 0:
+            continue
+        w = _overlap_integral(h0, h0 + secs, a, b, s)
+        weighted += reqs / secs * w
+        mass += w
+    return weighted / mass if mass > 0 else 0.0
+
+
+def _overlap_integral(u0: float, u1: float, a: float, b: float, s: float) -> float:
+    """Integral over u in [u0, u1] of |[u, u + s] and [a, b]|, a piecewise-linear function
+    of u (kinks at a - s, b - s, a, b), so the trapezoid rule between kinks is exact."""
+
+    def overlap(u: float) -> float:
+        return max(0.0, min(b, u + s) - max(a, u))
+
+    cuts = sorted({u0, u1, *(k for k in (a - s, b - s, a, b) if u0 < k < u1)})
+    return sum((y - x) * (overlap(x) + overlap(y)) / 2 for x, y in pairwise(cuts))
 
 
 def _close_slot(state: dict[str, Any], d: list[float]) -> None:

@@ -240,8 +240,9 @@ class GpucapAutoscaler:
         metric is capped by the capacity and the queue holds a backlog that is not demand
         for more replicas (it drains once capacity arrives; counting it is the Knative panic
         overshoot), so the offered load is estimated from arrivals: the requests that
-        arrived within one service time (concurrency), or the rate times the per-request
-        cost (tokens/s)."""
+        arrived within one service time (concurrency; a whole service time even at the
+        window's start, where one second's arrivals alone are noise), or the rate times the
+        per-request cost (tokens/s)."""
         best = 0.0
         span = 1
         if metric == "concurrency" and cost is not None:
@@ -250,7 +251,8 @@ class GpucapAutoscaler:
             used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
             load = used or 0.0
             if s.queue_depth >= QUEUE_FREE and cost is not None:
-                recent_rates = [x.arrival_rate for x in samples[max(0, i - span + 1) : i + 1]]
+                lo = max(0, i + 1 - span)
+                recent_rates = [x.arrival_rate for x in samples[lo : lo + span]]
                 load = max(load, sum(recent_rates) / len(recent_rates) * cost)
             best = max(best, load)
         return best

@@ -183,6 +183,45 @@ def test_a_start_up_bucket_does_not_bias_the_learned_cost_for_long() -> None:
     assert st["cost"] == pytest.approx(1.8, abs=0.05)
 
 
+def test_a_rate_step_does_not_read_as_cheaper_requests() -> None:
+    # 50 s per request, the rate doubles from 100 to 200 req/s at t = 600: the in-service
+    # count follows over the next 50 s. Pairing each 30 s bucket's in-flight with its own
+    # arrivals read the step as 4 % cheaper requests (48 s) just as capacity was being
+    # sized for it; paired with the arrivals of the last service time, it stays at 50 s.
+    def rate(t: float) -> float:
+        return 100.0 if t < 600 else 200.0
+
+    def in_flight(t: float) -> float:
+        return 100.0 * 50.0 + 100.0 * min(max(t - 600.0, 0.0), 50.0)
+
+    samples = [
+        MetricsSample(t=float(t), arrival_rate=rate(t), in_flight=in_flight(t), queue_depth=0)
+        for t in range(1, 1201)
+    ]
+    st: dict = {}
+    learned = []
+    for k in range(0, 1200, 5):
+        forecast.fold(st, samples[max(0, k - 120) : k + 5], "concurrency", 1.0)
+        if k >= 300:
+            learned.append(st["cost"])
+    assert min(learned) == pytest.approx(50.0, rel=0.01)
+    assert max(learned) == pytest.approx(50.0, rel=0.01)
+
+
+def test_queued_offered_load_averages_a_whole_service_time_of_arrivals() -> None:
+    # Saturated for the whole window (100 in flight, 100 waiting); 20 s per request, so the
+    # offered load is the arrivals of the last 20 s x 20. A 300 req/s second at the window's
+    # start averages with the 19 s after it; alone it would read as 6,000 in flight.
+    samples = tuple(
+        MetricsSample(
+            t=float(t), arrival_rate=300.0 if t == 0 else 10.0, in_flight=100.0, queue_depth=100
+        )
+        for t in range(60)
+    )
+    peak = OURS._peak_load(samples, 20.0, "concurrency", 1.0)
+    assert peak == pytest.approx((300.0 + 19 * 10.0) / 20 * 20.0)
+
+
 def test_the_baseline_forgets_a_surge_within_hours() -> None:
     # An hour at 300 req/s, then 18 h at 30: the 6 h baseline comes down to the new level:
     # 30 + 270 x 1/6 x e^(-(18 - 5) / 6) ~ 35.2.
