@@ -163,7 +163,7 @@ def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> N
     state["baseline"] = rate if old_base is None else old_base + weight * (rate - old_base)
     # Per-request cost, only from buckets where requests did not queue.
     old = state.get("cost")
-    history = _arrival_history(state, start, secs, reqs, old, concurrency)
+    history = _arrival_history(state, start, secs, reqs, old) if concurrency else []
     if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs
         if concurrency and old is not None:
@@ -183,12 +183,10 @@ def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> N
 
 
 def _arrival_history(
-    state: dict[str, Any], start: float, secs: float, reqs: float, cost: float | None, keep: bool
+    state: dict[str, Any], start: float, secs: float, reqs: float, cost: float | None
 ) -> list[list[float]]:
     """The buckets' [start, seconds, requests] back over one service time (the learned
-    cost, at most ``HISTORY_BUCKETS``), this one included; stored only for concurrency."""
-    if not keep:
-        return []
+    cost, at most ``HISTORY_BUCKETS``), this one included."""
     reach = start - (cost or 0.0) - BUCKET_S
     hist = [h for h in state.get("arrivals", []) if h[0] + h[1] > reach]
     hist = [*hist[-(HISTORY_BUCKETS - 1) :], [start, secs, reqs]]
@@ -203,9 +201,7 @@ def _in_service_rate(history: Sequence[Sequence[float]], a: float, b: float, s: 
     window, exact for a rate constant within each bucket). Weighted over what the history
     covers."""
     weighted = mass = 0.0
-    for h0, secs, reqs in history:
-        if secs <= 0:
-            continue
+    for h0, secs, reqs in history:  # closed buckets only, so secs > 0
         w = _overlap_integral(h0, h0 + secs, a, b, s)
         weighted += reqs / secs * w
         mass += w
