@@ -9,7 +9,8 @@ What it learns from the samples it has not seen yet (each sample is folded in on
   for tokens/s), learned only while requests are not queueing, so saturation does not teach
   it that requests got cheaper (the plain mean of the first buckets, then an EWMA); for
   concurrency each bucket's in-service count is paired with the arrivals of the last
-  service time (a short arrival history is kept for that);
+  service time (a short arrival history is kept for that), and the buckets within one
+  service time of a cold origin (traffic starting from nothing) do not teach it;
 - a daily profile of the rate in 5-minute slots (288 numbers), used for seasonality once
   the history spans more than a day.
 
@@ -107,7 +108,13 @@ def fold(state: dict[str, Any], samples: Sequence[MetricsSample], metric: str, s
     if not fresh:
         return
     if state.get("first_t") is None:
-        state["first_t"] = fresh[0].t
+        first = fresh[0]
+        state["first_t"] = first.t
+        # A cold origin: nothing in flight at the first sample beyond what arrived during
+        # it, so the in-service count is still filling from zero for one service time.
+        # (Mid-traffic, after a daemon restart, it is already at its level.)
+        if metric == "concurrency" and first.in_flight <= first.arrival_rate * step:
+            state["origin_t"] = first.t - step
     prev_t = seen
     for s in fresh:
         dt = step if prev_t is None else min(s.t - prev_t, 4 * step)
@@ -166,6 +173,15 @@ def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> N
     history = _arrival_history(state, start, secs, reqs, old) if concurrency else []
     if reqs >= 1.0 and queue_secs / secs < QUEUE_FREE:  # at least one whole request
         cost = metric_secs / reqs
+        origin = state.get("origin_t")
+        if concurrency and origin is not None and start < origin + cost:
+            # Still filling after a cold origin: what is in service reflects only the
+            # arrivals since then, and would read as cheaper requests. Skipped rather than
+            # down-weighted: the 1/n average below would keep a 25 % low start-up bucket
+            # for minutes, long enough for the burst reserve to cross a replica boundary
+            # twice (a constant load flapping 1 -> 2 -> 1 -> 2). This bucket's own cost is
+            # a lower bound of the true one while filling, so the skip never runs long.
+            return
         if concurrency and old is not None:
             # Little's law pairs what is in service with the arrivals that put it there:
             # those of the last service time, not of this bucket alone. Unpaired, a rate

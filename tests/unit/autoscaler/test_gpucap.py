@@ -168,19 +168,34 @@ def test_burst_reserve_is_sized_on_the_slow_baseline(  # type: ignore[no-untyped
     assert run.state["baseline"] == pytest.approx(baseline, rel=0.02), label
 
 
-def test_a_start_up_bucket_does_not_bias_the_learned_cost_for_long() -> None:
-    # The first 30 s after a start: replicas still filling, half the steady in-flight.
+def test_a_first_bucket_weighs_one_nth_not_for_long() -> None:
+    # Mid-traffic (a daemon restart: 15 in flight at the first sample, more than its 10
+    # arrivals), the first 30 s read low (a noisy 1.5 s per request), then 2 s.
     samples = [
         MetricsSample(
-            t=float(t), arrival_rate=10.0, in_flight=10.0 if t < 30 else 20.0, queue_depth=0.0
+            t=float(t), arrival_rate=10.0, in_flight=15.0 if t < 30 else 20.0, queue_depth=0.0
         )
         for t in range(0, 180)
     ]
     st: dict = {}
     forecast.fold(st, samples, "concurrency", 1.0)
-    # Four buckets after the biased one: the mean (1 + 2 + 2 + 2 + 2) / 5 = 1.8 s, where a
-    # plain EWMA (0.1 per bucket) would still be at 2 - 0.9**4 = 1.34 s.
-    assert st["cost"] == pytest.approx(1.8, abs=0.05)
+    # Four buckets after the low one: the mean (1.5 + 2 + 2 + 2 + 2) / 5 = 1.9 s, where a
+    # plain EWMA (0.1 per bucket) would still be at 2 - 0.5 x 0.9**4 = 1.67 s.
+    assert st["cost"] == pytest.approx(1.9, abs=0.02)
+
+
+def test_a_cold_origin_does_not_teach_a_low_cost() -> None:
+    # Traffic starts from nothing: 10 req/s of 20 s requests, so the in-service count fills
+    # for 20 s. The buckets inside that fill read up to 40 % cheaper requests; they are
+    # skipped, not averaged in (the 1/n average kept them for minutes: 19.3 s, 3.5 % low,
+    # after five minutes; enough to flap a constant load across a replica boundary).
+    samples = [
+        MetricsSample(t=float(t), arrival_rate=10.0, in_flight=10.0 * min(t, 20.0), queue_depth=0.0)
+        for t in range(1, 301)
+    ]
+    st: dict = {}
+    forecast.fold(st, samples, "concurrency", 1.0)
+    assert st["cost"] == pytest.approx(20.0, rel=0.005)
 
 
 def test_a_rate_step_does_not_read_as_cheaper_requests() -> None:
