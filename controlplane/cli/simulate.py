@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from controlplane.simulator.engine import RunOutcome
+from controlplane.simulator.engine import RunOutcome, knob_label
 from controlplane.simulator.runner import ORACLE, Simulation, autoscaler_names
 from controlplane.simulator.setup import SetupError
 from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
@@ -255,7 +255,7 @@ def _print_table(
                 b = best.summary()
                 notes.append(
                     f"{name}: no knob reaches {slo_target:g} (best "
-                    f"{b.slo_attainment:.4f} at knob {b.knob})"
+                    f"{b.slo_attainment:.4f} at knob {knob_label(b.knob)})"
                 )
             table.add_row(name, "-", f"< {slo_target:g}", "null", *(["-"] * 8))
             continue
@@ -264,7 +264,7 @@ def _print_table(
         ratio = f"{hours / oracle_h:.2f}" if oracle_h else "-"
         table.add_row(
             name,
-            "-" if s.knob is None else f"{s.knob:g}",
+            knob_label(s.knob),
             f"{s.slo_attainment:.4f}",
             f"{hours:,.1f}",
             ratio,

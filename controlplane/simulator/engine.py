@@ -105,13 +105,26 @@ class ModelOutcome:
     timeline: list[TimelinePoint]
 
 
+# A run's knob: one value for every model, one per model (the oracle's cheapest mix), or
+# None (each model at its fleet's default).
+KnobValue = float | dict[str, float] | None
+
+
+def knob_label(knob: KnobValue) -> str:
+    if knob is None:
+        return "-"
+    if isinstance(knob, dict):
+        return ", ".join(f"{m} {v:g}" for m, v in knob.items())
+    return f"{knob:g}"
+
+
 @dataclass(frozen=True)
 class Summary:
     """One run's row: the keys of ``gpucap simulate --json``. Waits are over every request
     (an unserved one counts with its wait until the end)."""
 
     autoscaler: str
-    knob: float | None
+    knob: KnobValue
     slo_attainment: float
     gpu_hours: float
     cost_usd: float
@@ -128,7 +141,7 @@ class Summary:
 @dataclass
 class RunOutcome:
     autoscaler: str
-    knob: float | None
+    knob: KnobValue
     end_s: float
     models: dict[str, ModelOutcome]
     wall_s: float = 0.0
@@ -204,7 +217,7 @@ class Engine:
         history_s: float = 120.0,
         wakes_on_arrival: bool = True,
         wake_lead_s: float | Callable[[str], float] = 0.0,
-        knob: float | None = None,
+        knob: KnobValue = None,
         name: str | None = None,
         measure_from_s: float = 0.0,
     ) -> None:

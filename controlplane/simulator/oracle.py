@@ -9,7 +9,10 @@ tick]``: capacity is requested exactly one cold start ahead, and a dip shorter t
 start is held through (restarting would cost a cold start of GPU time, more than the dip).
 ``headroom`` is its knob: above 1 it covers waits that the FCFS pool can still have with
 exactly ``need`` replicas (slots freeing up on a replica being drained); below 1 it accepts
-some waits at the peaks, which is cheaper when the SLO-attainment target is under 1.
+some waits at the peaks, which is cheaper when the SLO-attainment target is under 1. With
+several models the headroom can differ per model (``cheapest_mix``): the attainment target
+is over all requests pooled, so the cheapest plan spends the miss budget where a miss saves
+the most GPU time (often a small model's bursts), as a metrics-driven peer can by chance.
 
 It implements the same :class:`autoscaler.types.Autoscaler` protocol and runs in the same
 engine under the same rules; it just ignores the metrics.
@@ -18,6 +21,7 @@ engine under the same rules; it just ignores the metrics.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,7 +73,7 @@ class OracleAutoscaler:
     """Built per replay from the models' runs; ``decide`` is a table lookup."""
 
     plans: dict[str, np.ndarray]
-    headroom: float
+    headroom: float | Mapping[str, float]
     name: str = "oracle"
 
     @staticmethod
@@ -77,13 +81,15 @@ class OracleAutoscaler:
         runs: list[ModelRun],
         end_s: float,
         cold_start_s: dict[str, float],
-        headroom: float,
+        headroom: float | Mapping[str, float],
         tick_s: float = ORACLE_TICK_S,
     ) -> OracleAutoscaler:
+        """``headroom``: one for every model, or one per model (each model named)."""
         plans: dict[str, np.ndarray] = {}
         for r in runs:
+            h = headroom if isinstance(headroom, int | float) else headroom[r.name]
             conc = zero_wait_concurrency(r.arrivals, r.service_s, end_s)
-            need = np.ceil(headroom * conc / r.slots - 1e-9)
+            need = np.ceil(h * conc / r.slots - 1e-9)
             need = np.clip(need, r.spec.min_replicas, r.spec.max_replicas)
             width = int(math.ceil((cold_start_s[r.name] + tick_s) / RESOLUTION_S)) + 1
             plans[r.name] = forward_max(need, width).astype(np.int64)
@@ -94,3 +100,36 @@ class OracleAutoscaler:
         k = min(int(inp.now / RESOLUTION_S), plan.size - 1)
         want = int(plan[k])
         return Decision(want, "oracle", f"needs {want} within one cold start"), state
+
+
+@dataclass(frozen=True)
+class ModelPoint:
+    """One model's outcome at one headroom (models are replayed independently)."""
+
+    headroom: float
+    met_slo: int
+    gpu_hours: float
+
+
+def cheapest_mix(
+    points: Mapping[str, Sequence[ModelPoint]], requests: int, target: float
+) -> dict[str, float] | None:
+    """The per-model headrooms with the least total GPU-hours whose pooled SLO attainment
+    (requests met over ``requests``) reaches ``target``; None if no mix does.
+
+    Exact: the Pareto front of (GPU-hours, requests met) is extended one model at a time,
+    dropping every mix that costs more and meets no more requests than another."""
+    front: list[tuple[float, int, dict[str, float]]] = [(0.0, 0, {})]
+    for model, options in points.items():
+        grown = [
+            (g + p.gpu_hours, met + p.met_slo, {**mix, model: p.headroom})
+            for g, met, mix in front
+            for p in options
+        ]
+        grown.sort(key=lambda e: (e[0], -e[1]))
+        front = []
+        for entry in grown:
+            if not front or entry[1] > front[-1][1]:
+                front.append(entry)
+    ok = [e for e in front if requests and e[1] / requests >= target]
+    return min(ok, key=lambda e: e[0])[2] if ok else None

@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from controlplane.simulator.engine import RunOutcome  # noqa: E402
+from controlplane.simulator.engine import RunOutcome, knob_label  # noqa: E402
 from controlplane.simulator.traces import Trace  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def write_report(
                 ax2.step(td / 3600, vd, where="post", color="tab:orange", lw=1.2, label="desired")
                 ax2.step(tr / 3600, vr, where="post", color="tab:blue", lw=1.2, label="ready")
             ax2.set_ylabel("replicas")
-            knob = "" if run.knob is None else f" (knob {run.knob:g})"
+            knob = "" if run.knob is None else f" (knob {knob_label(run.knob)})"
             ax.set_title(f"{model}: {run.autoscaler}{knob}", fontsize=9, loc="left")
             if ax is axes[0, 0]:
                 h1, l1 = ax.get_legend_handles_labels()
@@ -146,8 +146,8 @@ table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}img{{ma
 
 
 def _fmt(v: object) -> str:
-    if v is None:
-        return "-"
+    if v is None or isinstance(v, dict):  # dict: a knob per model
+        return knob_label(v)
     if isinstance(v, float):
         if math.isnan(v):
             return "-"

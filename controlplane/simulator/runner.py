@@ -9,14 +9,20 @@ own clairvoyant ``oracle``. Every run gets a fresh capacity and the same model i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from autoscaler.baselines import REGISTRY
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
-from controlplane.simulator.oracle import HEADROOM_SWEEP, ORACLE_TICK_S, OracleAutoscaler
+from controlplane.simulator.oracle import (
+    HEADROOM_SWEEP,
+    ORACLE_TICK_S,
+    ModelPoint,
+    OracleAutoscaler,
+    cheapest_mix,
+)
 from controlplane.simulator.setup import auto_warmup_s, build_runs
 from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
@@ -77,17 +83,24 @@ class Simulation:
     def run(
         self,
         name: str,
-        knob: float | None = None,
+        knob: float | Mapping[str, float] | None = None,
         progress: Callable[[float], None] | None = None,
     ) -> RunOutcome:
-        """One replay. ``knob``: the oracle's headroom, or for the others a fraction of one
-        replica's capacity given to their knob (None: the fleet's target utilization)."""
+        """One replay. ``knob``: the oracle's headroom (one, or one per model), or for the
+        others a fraction of one replica's capacity given to their knob (None: the fleet's
+        target utilization)."""
         started = time.perf_counter()
         capacity = ColdStartCapacity(self._phases)
         runs = self.runs
         scrape = self.fleet.scrape_interval_s
         if name == ORACLE:
-            headroom = 1.0 if knob is None else knob
+            headroom: float | dict[str, float] = (
+                1.0
+                if knob is None
+                else float(knob)
+                if isinstance(knob, int | float)
+                else dict(knob)
+            )
             oracle = OracleAutoscaler.plan(runs, self.end_s, self.cold_start_s, headroom)
             lead = dict(self.cold_start_s)
             engine = Engine(
@@ -106,6 +119,8 @@ class Simulation:
                 measure_from_s=self.warmup_s,
             )
         else:
+            if knob is not None and not isinstance(knob, int | float):
+                raise ValueError(f"{name}: one knob for every model (per model: oracle only)")
             auto: TimedAutoscaler = REGISTRY[name]()
             if knob is not None:
                 runs = [_with_knob(auto, r, knob) for r in runs]
@@ -139,9 +154,29 @@ class Simulation:
         for k, value in enumerate(values):
             step = None if progress is None else _step(progress, k, len(values))
             tried.append(self.run(name, value, step))
+        if name == ORACLE and len(self.runs) > 1:
+            mix = self._oracle_mix(tried, target)
+            if mix is not None:
+                tried.append(self.run(name, mix))
         ok = [o for o in tried if o.summary().slo_attainment >= target]
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
+
+    def _oracle_mix(self, tried: list[RunOutcome], target: float) -> dict[str, float] | None:
+        """The oracle's cheapest per-model headrooms, from the uniform runs (each model's
+        replay depends only on its own plan), where they beat every uniform headroom."""
+        points = {
+            r.name: [
+                ModelPoint(float(o.knob), o.models[r.name].met_slo, o.models[r.name].gpu_hours)
+                for o in tried
+                if isinstance(o.knob, float)
+            ]
+            for r in self.runs
+        }
+        mix = cheapest_mix(points, sum(o.requests for o in tried[:1]), target)
+        if mix is None or len(set(mix.values())) == 1:
+            return None  # a uniform headroom is already the cheapest
+        return mix
 
 
 def _step(progress: Callable[[int, int, float], None], k: int, n: int) -> Callable[[float], None]:

@@ -162,6 +162,34 @@ def test_sweep_reports_the_cheapest_knob_reaching_the_target(tmp_path: Path) -> 
     assert impossible.best is None
 
 
+def test_oracle_sweep_spends_the_miss_budget_per_model(tmp_path: Path) -> None:
+    # big: a steady 5 in service (one request every 0.5 s for 2.5 s) on 4-slot replicas,
+    # so any headroom up to 0.8 leaves it one replica short for ten minutes. small: a
+    # burst of 6 requests at once on 2-slot replicas; a headroom up to 2/3 serves it with
+    # two replicas and two late requests. No single headroom gives both; the pooled
+    # 0.99 target allows the two misses.
+    lines = ["timestamp,model,input_tokens,output_tokens,service_s"]
+    lines += [f"{0.5 * k},big,,,2.5" for k in range(1200)]
+    lines += [f"{10.0 * k + 5},small,,,2" for k in range(60)]
+    lines += ["300.25,small,,,2"] * 6
+    path = tmp_path / "burst.csv"
+    path.write_text("\n".join(lines) + "\n")
+    sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(path))]))
+    result = sim.sweep("oracle", 0.99)
+    uniform = {o.knob: o for o in result.tried if isinstance(o.knob, float)}
+    assert result.best is not None and isinstance(result.best.knob, dict)
+    mix = result.best.knob
+    assert mix["small"] <= 0.6 and mix["big"] > 0.8
+    best = result.best.summary()
+    assert best.slo_attainment >= 0.99
+    ok = [o.summary().gpu_hours for o in uniform.values() if o.summary().slo_attainment >= 0.99]
+    assert best.gpu_hours < min(ok)
+    # Each model replays on its own plan: the mix's models match their uniform runs.
+    for m, h in mix.items():
+        assert result.best.models[m].gpu_hours == uniform[h].models[m].gpu_hours
+        assert result.best.models[m].met_slo == uniform[h].models[m].met_slo
+
+
 def test_autoscaler_names() -> None:
     assert autoscaler_names("all") == list(ALL)
     assert autoscaler_names("ours, oracle,ours") == ["ours", "oracle"]

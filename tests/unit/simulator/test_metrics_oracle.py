@@ -1,7 +1,10 @@
 """Scrape samples against a brute-force integral, the oracle's demand curve on a hand case,
-and the oracle requesting capacity exactly one cold start ahead."""
+the oracle requesting capacity exactly one cold start ahead, and its cheapest headroom per
+model against brute force."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -9,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.simulator.metrics import LoadMeter
-from controlplane.simulator.oracle import OracleAutoscaler, forward_max, zero_wait_concurrency
+from controlplane.simulator.oracle import (
+    ModelPoint,
+    OracleAutoscaler,
+    cheapest_mix,
+    forward_max,
+    zero_wait_concurrency,
+)
 from tests.unit.simulator.helpers import PHASES_100, engine, model
 
 
@@ -71,3 +80,46 @@ def test_oracle_requests_one_cold_start_ahead_and_never_waits() -> None:
     # Requested at 399 (cold start 100 + one tick ahead), released at 511: 112 s.
     assert m.gpu_hours == pytest.approx(112 / 3600, abs=2 / 3600)
     assert m.cold_starts == 1
+
+
+def test_cheapest_mix_hand_case() -> None:
+    points = {
+        "a": [ModelPoint(0.6, 90, 1.0), ModelPoint(1.0, 100, 2.0)],
+        "b": [ModelPoint(0.6, 500, 5.0), ModelPoint(1.0, 1000, 10.0)],
+    }
+    # 1,045 of 1,100 met: a's ten misses fit the budget, b's five hundred do not.
+    assert cheapest_mix(points, 1100, 0.95) == {"a": 0.6, "b": 1.0}
+    assert cheapest_mix(points, 1100, 1.0) == {"a": 1.0, "b": 1.0}
+    assert cheapest_mix(points, 1100, 1.01) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.lists(
+        st.lists(st.tuples(st.integers(0, 50), st.floats(0.0, 100.0)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+    target=st.floats(0.0, 1.0),
+)
+def test_cheapest_mix_is_the_brute_force_minimum(
+    table: list[list[tuple[int, float]]], target: float
+) -> None:
+    points = {
+        f"m{i}": [ModelPoint(float(k), met, gpu) for k, (met, gpu) in enumerate(opts)]
+        for i, opts in enumerate(table)
+    }
+    requests = 50 * len(table)
+    feasible = [
+        sum(p.gpu_hours for p in combo)
+        for combo in itertools.product(*points.values())
+        if sum(p.met_slo for p in combo) / requests >= target
+    ]
+    mix = cheapest_mix(points, requests, target)
+    if not feasible:
+        assert mix is None
+        return
+    assert mix is not None
+    chosen = [next(p for p in points[m] if p.headroom == h) for m, h in mix.items()]
+    assert sum(p.met_slo for p in chosen) / requests >= target
+    assert sum(p.gpu_hours for p in chosen) == pytest.approx(min(feasible))
