@@ -3,7 +3,8 @@ peer baselines and the clairvoyant oracle side by side (``controlplane.simulator
 
 Output: a rich table (progress bar on stderr while it runs), or with ``--json`` one object
 ``{"trace", "requests", "results": [{"autoscaler", "knob", "slo_attainment", "gpu_hours",
-"cost_usd", "p50_wait_s", "p99_wait_s", "cold_starts", "scale_events", "unserved"}]}``.
+"cost_usd", "p50_wait_s", "p99_wait_s", "cold_starts", "scale_events", "unserved"}]}``;
+``knob`` is a number, or for the oracle on several models one headroom per model (an object).
 Bad input (unreadable or malformed trace or fleet, an empty trace) exits 2 with the file,
 line and problem on stderr.
 """
@@ -85,8 +86,9 @@ def simulate(
             max=1.0,
             help=(
                 "Sweep each autoscaler's knob (target per replica as a fraction of one "
-                "replica's capacity, 0.05-1.0; the oracle's headroom 0.6-1.5) and report the "
-                "least GPU-hours with SLO attainment >= this; null where none reaches it."
+                "replica's capacity, 0.05-1.0; the oracle's headroom 0.6-1.5, also per model "
+                "with several) and report the least GPU-hours with SLO attainment >= this; "
+                "null where none reaches it."
             ),
         ),
     ] = None,
