@@ -154,6 +154,27 @@ def test_slo_target_reports_a_knob(files: dict[str, Path]) -> None:
     assert r["knob"] in HEADROOM_SWEEP and r["slo_attainment"] >= 0.9
 
 
+def test_oracle_knob_per_model_in_json_and_table(tmp_path: Path) -> None:
+    # big: 5 in service on 4-slot replicas (short of one replica at a headroom <= 0.8);
+    # small: a burst of 12 at once, served by two replicas with four late at <= 2/3.
+    lines = ["timestamp,model,service_s"]
+    lines += [f"{0.3 * k:.1f},big,1.5" for k in range(2000)]
+    lines += [f"{10 * k + 5},small,1.5" for k in range(60)] + ["300.5,small,1.5"] * 12
+    trace = tmp_path / "two.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    args = ("--trace", str(trace), "--fleet", str(fleet), "--autoscaler", "oracle")
+    code, out, err = _run(*args, "--slo-target", "0.99", "--json")
+    assert code == 0, err
+    (r,) = json.loads(out)["results"]
+    assert set(r["knob"]) == {"big", "small"} and r["knob"]["small"] <= 0.6
+    assert r["slo_attainment"] >= 0.99
+    code, out, err = _run(*args, "--slo-target", "0.99")
+    assert code == 0, err
+    assert f"small {r['knob']['small']:g}" in out
+
+
 @pytest.mark.parametrize(
     ("content", "expect"),
     [
