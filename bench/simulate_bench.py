@@ -332,13 +332,13 @@ def render(
             vs_peer = vs_oracle = "ours misses 0.99"
         else:
             vs_peer = (
-                f"{ours['gpu_hours'] / min(peers):.2f}"
+                f"{ours['gpu_hours'] / min(peers):.3f}"
                 + (" ✔" if ours["gpu_hours"] / min(peers) <= 0.75 else " ✘")
                 if peers
                 else "no peer reaches 0.99 ✔"
             )
             vs_oracle = (
-                f"{ours['gpu_hours'] / oracle['gpu_hours']:.2f}"
+                f"{ours['gpu_hours'] / oracle['gpu_hours']:.3f}"
                 + (" ✔" if ours["gpu_hours"] / oracle["gpu_hours"] <= 1.2 else " ✘")
                 if oracle
                 else "-"
