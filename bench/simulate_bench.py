@@ -434,15 +434,11 @@ def _render_per_model(rows: list[dict[str, Any]]) -> list[str]:
         cells = []
         for m in models:
             pm = r["best_per_model"].get(m)
-            att = pm["met_slo"] / pm["requests"] if pm and pm["requests"] else None
-            cells += (
-                ["-", "-"]
-                if pm is None
-                else [
-                    "-" if att is None else f"{att:.4f}",
-                    f"{pm['gpu_hours']:,.1f}",
-                ]
-            )
+            if pm is None:
+                cells += ["-", "-"]
+                continue
+            att = f"{pm['met_slo'] / pm['requests']:.4f}" if pm["requests"] else "-"
+            cells += [att, f"{pm['gpu_hours']:,.1f}"]
         out.append(f"| {r['autoscaler']} | " + " | ".join(cells) + " |")
     return out
 

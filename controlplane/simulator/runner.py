@@ -94,13 +94,11 @@ class Simulation:
         runs = self.runs
         scrape = self.fleet.scrape_interval_s
         if name == ORACLE:
-            headroom: float | dict[str, float] = (
-                1.0
-                if knob is None
-                else float(knob)
-                if isinstance(knob, int | float)
-                else dict(knob)
-            )
+            headroom: float | dict[str, float]
+            if isinstance(knob, Mapping):
+                headroom = dict(knob)  # a copy: the outcome keeps it as its knob
+            else:
+                headroom = 1.0 if knob is None else float(knob)
             oracle = OracleAutoscaler.plan(runs, self.end_s, self.cold_start_s, headroom)
             lead = dict(self.cold_start_s)
             engine = Engine(
@@ -119,7 +117,7 @@ class Simulation:
                 measure_from_s=self.warmup_s,
             )
         else:
-            if knob is not None and not isinstance(knob, int | float):
+            if isinstance(knob, Mapping):
                 raise ValueError(f"{name}: one knob for every model (per model: oracle only)")
             auto: TimedAutoscaler = REGISTRY[name]()
             if knob is not None:
@@ -173,7 +171,7 @@ class Simulation:
             ]
             for r in self.runs
         }
-        mix = cheapest_mix(points, sum(o.requests for o in tried[:1]), target)
+        mix = cheapest_mix(points, tried[0].requests, target)
         if mix is None or len(set(mix.values())) == 1:
             return None  # a uniform headroom is already the cheapest
         return mix
