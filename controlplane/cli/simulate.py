@@ -167,7 +167,7 @@ def _run_all(
     shown: dict[str, RunOutcome] = {}
     tried: dict[str, list[RunOutcome]] = {}
     missed: dict[str, RunOutcome] = {}
-    total = sum(len(sim.knob_values(n)) if slo_target is not None else 1 for n in names)
+    total = sum(sim.sweep_size(n) if slo_target is not None else 1 for n in names)
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -198,7 +198,7 @@ def _run_all(
 
             result = sim.sweep(name, slo_target, step)
             tried[name] = result.tried
-            done += len(result.tried)
+            done += sim.sweep_size(name)  # a sweep may skip the oracle's mix run
             if result.best is not None:
                 shown[name] = result.best
             elif result.tried:

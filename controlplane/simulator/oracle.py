@@ -82,13 +82,19 @@ class OracleAutoscaler:
         end_s: float,
         cold_start_s: dict[str, float],
         headroom: float | Mapping[str, float],
+        concurrency: Mapping[str, np.ndarray] | None = None,
         tick_s: float = ORACLE_TICK_S,
     ) -> OracleAutoscaler:
-        """``headroom``: one for every model, or one per model (each model named)."""
+        """``headroom``: one for every model, or one per model (each model named).
+        ``concurrency``: each model's :func:`zero_wait_concurrency` over ``end_s`` where the
+        caller already has it (a sweep replans the same trace at every headroom)."""
         plans: dict[str, np.ndarray] = {}
         for r in runs:
             h = headroom if isinstance(headroom, int | float) else headroom[r.name]
-            conc = zero_wait_concurrency(r.arrivals, r.service_s, end_s)
+            if concurrency is not None:
+                conc = concurrency[r.name]
+            else:
+                conc = zero_wait_concurrency(r.arrivals, r.service_s, end_s)
             need = np.ceil(h * conc / r.slots - 1e-9)
             need = np.clip(need, r.spec.min_replicas, r.spec.max_replicas)
             width = int(math.ceil((cold_start_s[r.name] + tick_s) / RESOLUTION_S)) + 1

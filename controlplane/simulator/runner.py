@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from autoscaler.baselines import REGISTRY
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
@@ -22,6 +24,7 @@ from controlplane.simulator.oracle import (
     ModelPoint,
     OracleAutoscaler,
     cheapest_mix,
+    zero_wait_concurrency,
 )
 from controlplane.simulator.setup import auto_warmup_s, build_runs
 from controlplane.simulator.traces import Trace
@@ -64,6 +67,7 @@ class Simulation:
         self.runs, capacity = build_runs(fleet, trace, warmup_s=self.warmup_s)
         self._phases = {r.name: fleet.coldstart_for(_spec(fleet, r.name)) for r in self.runs}
         self.cold_start_s = {name: capacity.expected_cold_start_s(name) for name in self._phases}
+        self._concurrency: dict[str, np.ndarray] | None = None
 
     @property
     def requests(self) -> int:
@@ -73,6 +77,12 @@ class Simulation:
         if name == ORACLE:
             return HEADROOM_SWEEP
         return REGISTRY[name]().knob.fractions
+
+    def sweep_size(self, name: str) -> int:
+        """The most runs :meth:`sweep` makes for ``name``: every knob value, and for the
+        oracle on several models one more for its cheapest per-model mix."""
+        extra = 1 if name == ORACLE and len(self.runs) > 1 else 0
+        return len(self.knob_values(name)) + extra
 
     def default_knob(self, name: str) -> float | None:
         if name == ORACLE:
@@ -99,7 +109,9 @@ class Simulation:
                 headroom = dict(knob)  # a copy: the outcome keeps it as its knob
             else:
                 headroom = 1.0 if knob is None else float(knob)
-            oracle = OracleAutoscaler.plan(runs, self.end_s, self.cold_start_s, headroom)
+            oracle = OracleAutoscaler.plan(
+                runs, self.end_s, self.cold_start_s, headroom, self._zero_wait()
+            )
             lead = dict(self.cold_start_s)
             engine = Engine(
                 runs,
@@ -148,17 +160,30 @@ class Simulation:
     ) -> SweepResult:
         """Every documented knob value; the cheapest run reaching ``target``."""
         values = self.knob_values(name)
+        n = self.sweep_size(name)
         tried: list[RunOutcome] = []
         for k, value in enumerate(values):
-            step = None if progress is None else _step(progress, k, len(values))
+            step = None if progress is None else _step(progress, k, n)
             tried.append(self.run(name, value, step))
-        if name == ORACLE and len(self.runs) > 1:
+        if n > len(values):
             mix = self._oracle_mix(tried, target)
             if mix is not None:
-                tried.append(self.run(name, mix))
+                step = None if progress is None else _step(progress, len(values), n)
+                tried.append(self.run(name, mix, step))
         ok = [o for o in tried if o.summary().slo_attainment >= target]
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
+
+    def _zero_wait(self) -> dict[str, np.ndarray]:
+        """Each model's zero-wait concurrency, computed once: every oracle run of a sweep
+        plans on it (sorting every arrival and departure of a day-long trace takes
+        seconds)."""
+        if self._concurrency is None:
+            self._concurrency = {
+                r.name: zero_wait_concurrency(r.arrivals, r.service_s, self.end_s)
+                for r in self.runs
+            }
+        return self._concurrency
 
     def _oracle_mix(self, tried: list[RunOutcome], target: float) -> dict[str, float] | None:
         """The oracle's cheapest per-model headrooms, from the uniform runs (each model's

@@ -154,6 +154,8 @@ def test_same_seed_same_results(tmp_path: Path) -> None:
 def test_sweep_reports_the_cheapest_knob_reaching_the_target(tmp_path: Path) -> None:
     sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(_tiny_trace(tmp_path)))]))
     result = sim.sweep("oracle", 0.99)
+    # Two models, but one headroom is already the cheapest: no extra run for a mix.
+    assert len(sim.runs) == 2 and sim.sweep_size("oracle") == len(sim.knob_values("oracle")) + 1
     assert len(result.tried) == len(sim.knob_values("oracle"))
     assert result.best is not None
     ok = [o for o in result.tried if o.summary().slo_attainment >= 0.99]
@@ -175,8 +177,14 @@ def test_oracle_sweep_spends_the_miss_budget_per_model(tmp_path: Path) -> None:
     path = tmp_path / "burst.csv"
     path.write_text("\n".join(lines) + "\n")
     sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(path))]))
-    result = sim.sweep("oracle", 0.99)
+    steps: list[tuple[int, int, float]] = []
+    result = sim.sweep("oracle", 0.99, lambda k, n, f: steps.append((k, n, f)))
     uniform = {o.knob: o for o in result.tried if isinstance(o.knob, float)}
+    # The progress counts the mix's replay too: it ends at the last of sweep_size runs.
+    n = sim.sweep_size("oracle")
+    assert n == len(sim.knob_values("oracle")) + 1 == len(result.tried)
+    assert {s[1] for s in steps} == {n} and {s[0] for s in steps} == set(range(n))
+    assert steps[-1][0] == n - 1 and steps[-1][2] == pytest.approx(1.0)
     assert result.best is not None and isinstance(result.best.knob, dict)
     mix = result.best.knob
     assert mix["small"] <= 0.6 and mix["big"] > 0.8
