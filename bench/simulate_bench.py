@@ -1,17 +1,26 @@
 """Side-by-side autoscaler benchmark on the public traces; writes docs/benchmarks.md.
 
     .venv/bin/python bench/simulate_bench.py [--jobs 2] [--scale] [--only NAME ...]
+    .venv/bin/python bench/simulate_bench.py --jobs 2 --scale --autoscalers ours --reuse
 
 Per scenario, every autoscaler's knob is swept exactly as ``gpucap simulate --slo-target
 0.99`` does (same code path: ``Simulation.sweep``), and the cheapest run reaching 0.99 SLO
 attainment is reported. Then one run (``ours`` at its default knob) is timed three times for
 the simulator's throughput. Not part of ``make test``: the whole benchmark takes tens of
 minutes on a 2-core machine.
+
+``--autoscalers ours --reuse`` re-runs only gpucap's rows and keeps every other row from
+the last run's ``bench/results.json``: each row records the commit it was measured at, and
+reuse is refused unless git shows that nothing those rows run has changed since (only
+gpucap's own decider modules, tests, docs or the bench's rendering). Replays are
+deterministic, so a reused row is the row a full run would print; a full run takes over an
+hour here, gpucap's rows alone a few minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import platform
@@ -28,7 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from controlplane.simulator.engine import RunOutcome, knob_label  # noqa: E402
-from controlplane.simulator.runner import ALL, ORACLE, Simulation  # noqa: E402
+from controlplane.simulator.runner import (  # noqa: E402
+    ALL,
+    ORACLE,
+    Simulation,
+    autoscaler_names,
+)
 from controlplane.simulator.traces import TraceOptions, TraceSpec, read_trace  # noqa: E402
 from schema.fleet import load_fleet_file  # noqa: E402
 
@@ -141,7 +155,54 @@ SCENARIOS = (
 )
 
 
-def run_scenario(sc: Scenario) -> dict[str, Any]:
+# What only gpucap's rows run: a change confined to these (or to files that run nothing in
+# a replay) leaves every other row as it was.
+OURS_ONLY = ("autoscaler/gpucap.py", "autoscaler/forecast.py")
+# (This script picks each replay's trace window, seed and target: merge_rows compares those.)
+RUNS_NOTHING = ("tests/", "docs/", ".ci/", "bench/")
+
+
+def changed_since(commit: str) -> list[str]:
+    """Files changed since ``commit``, committed or not (``git diff --name-only``)."""
+    out = subprocess.run(
+        ["git", "diff", "--name-only", commit, "--"], capture_output=True, text=True, cwd=ROOT
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"--reuse: git cannot compare with {commit}: {out.stderr.strip()}")
+    return out.stdout.split()
+
+
+def blocking_changes(paths: list[str], rerun_ours: bool) -> list[str]:
+    """The changed paths that may change a kept row's replay: anything but tests, docs and
+    the bench itself, and gpucap's own modules only when its rows are kept too."""
+    own = OURS_ONLY if rerun_ours else ()
+    return [
+        p
+        for p in paths
+        if not p.startswith(RUNS_NOTHING) and not p.endswith(".md") and p not in own
+    ]
+
+
+def merge_rows(fresh: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:
+    """``fresh`` (a scenario's new rows) completed with ``saved``'s rows for the autoscalers
+    it did not run, in the table's order. Refused if the two replay different requests."""
+    if saved is None:
+        return fresh
+    # Runs saved before these keys were recorded used the same seed and target.
+    saved = {"seed": SEED, "slo_target": SLO_TARGET, **saved}
+    for key in ("requests", "replayed_with_warmup", "warmup_s", "seed", "slo_target"):
+        if saved[key] != fresh[key]:
+            raise SystemExit(
+                f"--reuse: {fresh['scenario']} {key} was {saved[key]}, now {fresh[key]}: "
+                "the scenario changed, run every autoscaler"
+            )
+    have = {r["autoscaler"]: r for r in fresh["rows"]}
+    old = {r["autoscaler"]: r for r in saved["rows"]}
+    rows = [have.get(name) or old[name] for name in ALL if name in have or name in old]
+    return {**fresh, "rows": rows}
+
+
+def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") -> dict[str, Any]:
     fleet = load_fleet_file(sc.fleet)
     t0 = time.perf_counter()
     specs = [
@@ -152,7 +213,7 @@ def run_scenario(sc: Scenario) -> dict[str, Any]:
     setup_s = time.perf_counter() - t0
     replayed = int(sum(r.arrivals.size for r in sim.runs))
     rows = []
-    for name in ALL:
+    for name in names:
         t1 = time.perf_counter()
         result = sim.sweep(name, SLO_TARGET)
         sweep_s = time.perf_counter() - t1
@@ -167,6 +228,7 @@ def run_scenario(sc: Scenario) -> dict[str, Any]:
                 "runs": len(result.tried),
                 "sweep_s": sweep_s,
                 "tried": [o.summary().as_dict() for o in result.tried],
+                "commit": commit,
             }
         )
         print(f"[{sc.name}] {name}: {best}", flush=True)
@@ -176,6 +238,8 @@ def run_scenario(sc: Scenario) -> dict[str, Any]:
     wall = statistics.median(walls)
     return {
         "scenario": sc.name,
+        "seed": SEED,
+        "slo_target": SLO_TARGET,
         "requests": trace.requests,
         "replayed_with_warmup": replayed,
         "hours": trace.end_s / 3600,
@@ -259,6 +323,7 @@ def render(
     wall_total: float,
     commit: str,
     scale: dict[str, Any] | None = None,
+    reused: dict[str, Any] | None = None,
 ) -> str:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "CPU max MHz")
@@ -273,7 +338,16 @@ def render(
         "```",
         "",
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{commit}`; total wall time "
-        f"{wall_total / 60:.1f} min. Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
+        f"{wall_total / 60:.1f} min."
+        + (
+            ""
+            if not reused
+            else f" Only the rows of every autoscaler but {', '.join(reused['autoscalers'])} "
+            "ran then (`--autoscalers ... --reuse`); theirs are from the run at commit "
+            f"`{reused['commit']}` ({reused['wall_s'] / 60:.1f} min), kept because git shows "
+            "nothing they replay has changed since and replays are deterministic."
+        )
+        + " Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
         "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. "
         "Each autoscaler's knob is swept over its documented range "
         "(`autoscaler/README.md`; the oracle's headroom 0.6-1.5) exactly as "
@@ -461,6 +535,16 @@ def main() -> None:
         action="store_true",
         help="also run the one-day three-pool scale check (with --render-only: add it)",
     )
+    ap.add_argument(
+        "--autoscalers",
+        default="all",
+        help="the rows to run (comma-separated, or all); with --reuse the others are kept",
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the rows not run from --json, if git shows nothing they run has changed",
+    )
     ap.add_argument("--commit", default="?", help="the code's commit when not run in a checkout")
     ap.add_argument("--traces", default=str(TRACES), help="the shared traces folder")
     ap.add_argument("--wall-min", type=float, default=0.0, help="likewise: total wall minutes")
@@ -474,7 +558,13 @@ def main() -> None:
         if args.scale:
             saved["scale"] = scale_check()
             Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
-        text = render(saved["results"], saved["wall_s"], saved["commit"], saved.get("scale"))
+        text = render(
+            saved["results"],
+            saved["wall_s"],
+            saved["commit"],
+            saved.get("scale"),
+            saved.get("reused"),
+        )
         Path(args.out).write_text(text)
         print(f"wrote {args.out}")
         return
@@ -485,24 +575,67 @@ def main() -> None:
         ).stdout.strip()
         or args.commit
     )
+    names = tuple(autoscaler_names(args.autoscalers))
+    previous = _reusable(Path(args.json), chosen, names) if args.reuse else None
+    if previous is None and set(names) != set(ALL):
+        raise SystemExit("--autoscalers without --reuse would leave rows out of the tables")
     started = time.perf_counter()
     # Largest first, so two workers finish together.
     order = sorted(chosen, key=lambda s: s.name.startswith("servegen"), reverse=True)
+    run = functools.partial(run_scenario, names=names, commit=commit)
     if args.jobs > 1:
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-            done = pool.map(run_scenario, order, chunksize=1)
+            done = pool.map(run, order, chunksize=1)
     else:
-        done = [run_scenario(s) for s in order]
+        done = [run(s) for s in order]
     by_name = {r["scenario"]: r for r in done}
-    results = [by_name[s.name] for s in chosen]
+    old = {r["scenario"]: r for r in previous["results"]} if previous else {}
+    results = [merge_rows(by_name[s.name], old.get(s.name)) for s in chosen]
     wall = time.perf_counter() - started
     saved = {"results": results, "wall_s": wall, "commit": commit}
+    if previous is not None:
+        saved["reused"] = {
+            "commit": previous["commit"],
+            "wall_s": previous["wall_s"],
+            "autoscalers": [n for n in ALL if n not in names],
+        }
     if args.scale:
         saved["scale"] = scale_check()
     Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(render(results, wall, commit, saved.get("scale")))
+    Path(args.out).write_text(
+        render(results, wall, commit, saved.get("scale"), saved.get("reused"))
+    )
     print(f"wrote {args.out} and {args.json} in {wall / 60:.1f} min")
+
+
+def _reusable(path: Path, chosen: list[Scenario], names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The saved run whose rows complete this one, after checking that it covers the
+    scenarios and that nothing the kept rows replay has changed since their commits."""
+    if not path.exists():
+        raise SystemExit(f"--reuse: no earlier run at {path}")
+    saved: dict[str, Any] = json.loads(path.read_text())
+    by_scenario = {r["scenario"]: r for r in saved["results"]}
+    missing = [s.name for s in chosen if s.name not in by_scenario]
+    if missing:
+        raise SystemExit(f"--reuse: {path} has no rows for {', '.join(missing)}")
+    kept = [n for n in ALL if n not in names]
+    commits = {
+        row.get("commit", saved["commit"])
+        for s in chosen
+        for row in by_scenario[s.name]["rows"]
+        if row["autoscaler"] in kept
+    }
+    for since in sorted(commits):
+        blockers = blocking_changes(changed_since(since), rerun_ours="ours" not in kept)
+        if blockers:
+            raise SystemExit(
+                f"--reuse: since {since} these changed and may change the rows of "
+                f"{', '.join(kept)}: {', '.join(blockers)}; run every autoscaler"
+            )
+    # The oldest run the kept rows come from, as the page's header names it.
+    origin = saved.get("reused") or {"commit": saved["commit"], "wall_s": saved["wall_s"]}
+    return {**saved, "commit": origin["commit"], "wall_s": origin["wall_s"]}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""bench/simulate_bench.py --reuse: which changes keep the other autoscalers' saved rows
+valid, and how a re-run's rows are completed from the saved ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "simulate_bench", ROOT / "bench" / "simulate_bench.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["simulate_bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_changes_that_replay_nothing_kept_keep_rows(bench: ModuleType) -> None:
+    changed = [
+        "tests/unit/autoscaler/test_gpucap.py",
+        "docs/benchmarks.md",
+        "README.md",
+        "bench/simulate_bench.py",
+        "autoscaler/gpucap.py",
+        "autoscaler/forecast.py",
+        "autoscaler/baselines/knative.py",
+        "controlplane/simulator/engine.py",
+        "examples/fleet-gpu-mix.yaml",
+        "constraints.txt",
+    ]
+    peers_only = ["autoscaler/baselines/knative.py", "controlplane/simulator/engine.py"]
+    peers_only += ["examples/fleet-gpu-mix.yaml", "constraints.txt"]
+    assert bench.blocking_changes(changed, rerun_ours=True) == peers_only
+    # Keeping gpucap's rows too: its own modules block as well.
+    assert bench.blocking_changes(changed, rerun_ours=False) == [
+        "autoscaler/gpucap.py",
+        "autoscaler/forecast.py",
+        *peers_only,
+    ]
+    assert bench.blocking_changes(["tests/x.py", "docs/a.md"], rerun_ours=False) == []
+
+
+def _scenario(rows: dict[str, float], commit: str, requests: int = 100) -> dict[str, Any]:
+    return {
+        "scenario": "s",
+        "requests": requests,
+        "replayed_with_warmup": requests + 10,
+        "warmup_s": 60.0,
+        "rows": [{"autoscaler": n, "gpu_hours": g, "commit": commit} for n, g in rows.items()],
+    }
+
+
+def test_merge_keeps_the_table_order_and_refuses_another_replay(bench: ModuleType) -> None:
+    saved = _scenario({n: 1.0 for n in bench.ALL}, "old")
+    fresh = {**_scenario({"ours": 2.0}, "new"), "seed": bench.SEED, "slo_target": 0.99}
+    merged = bench.merge_rows(fresh, saved)
+    assert [r["autoscaler"] for r in merged["rows"]] == list(bench.ALL)
+    by = {r["autoscaler"]: r for r in merged["rows"]}
+    assert by["ours"] == {"autoscaler": "ours", "gpu_hours": 2.0, "commit": "new"}
+    assert {by[n]["commit"] for n in bench.ALL if n != "ours"} == {"old"}
+    with pytest.raises(SystemExit, match="requests was 100, now 101"):
+        bench.merge_rows({**fresh, "requests": 101}, saved)
+    with pytest.raises(SystemExit, match="seed was"):
+        bench.merge_rows({**fresh, "seed": bench.SEED + 1}, saved)
+
+
+def test_reuse_checks_the_commit_each_kept_row_was_measured_at(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    root = subprocess.run(
+        ["git", "rev-list", "--max-parents=0", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if root.returncode != 0 or not root.stdout.strip():
+        pytest.skip("not a git checkout with history")
+    first = root.stdout.split()[0]  # everything has changed since the first commit
+    saved = {"results": [_scenario({n: 1.0 for n in bench.ALL}, first)], "commit": first}
+    saved["wall_s"] = 60.0
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(saved))
+    chosen = [bench.Scenario("s", (), "note")]
+    with pytest.raises(SystemExit, match="autoscaler/baselines/"):
+        bench._reusable(path, chosen, ("ours",))
+    with pytest.raises(SystemExit, match="has no rows for other"):
+        bench._reusable(path, [bench.Scenario("other", (), "note")], ("ours",))
