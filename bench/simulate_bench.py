@@ -342,10 +342,10 @@ def render(
         + (
             ""
             if not reused
-            else f" Only the rows of every autoscaler but {', '.join(reused['autoscalers'])} "
-            "ran then (`--autoscalers ... --reuse`); theirs are from the run at commit "
+            else " This run replayed only the other rows (`--autoscalers ... --reuse`): "
+            f"those of {', '.join(reused['autoscalers'])} are from the run at commit "
             f"`{reused['commit']}` ({reused['wall_s'] / 60:.1f} min), kept because git shows "
-            "nothing they replay has changed since and replays are deterministic."
+            "that nothing they replay has changed since, and replays are deterministic."
         )
         + " Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
         "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. "
@@ -633,8 +633,11 @@ def _reusable(path: Path, chosen: list[Scenario], names: tuple[str, ...]) -> dic
                 f"--reuse: since {since} these changed and may change the rows of "
                 f"{', '.join(kept)}: {', '.join(blockers)}; run every autoscaler"
             )
-    # The oldest run the kept rows come from, as the page's header names it.
+    # The oldest run the kept rows come from, as the page's header names it; rows saved
+    # before they carried their commit get that run's.
     origin = saved.get("reused") or {"commit": saved["commit"], "wall_s": saved["wall_s"]}
+    for res in saved["results"]:
+        res["rows"] = [{"commit": origin["commit"], **row} for row in res["rows"]]
     return {**saved, "commit": origin["commit"], "wall_s": origin["wall_s"]}
 
 
