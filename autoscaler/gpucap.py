@@ -26,7 +26,9 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    *live* replica (ready + starting + provisioning) carries at target, scale at once. A
    backlog counts as the load that drains it over one cold start; while capacity is on its
    way the queue is left out, so nothing is launched twice.
-6. Scale-up is immediate (bounded by ``max_scale_up_rate``). Scale-down is the sliding max of
+6. Scale-up is immediate (bounded by ``max_scale_up_rate``), unless the policy sets a
+   ``scale_up_delay_s``: then only to the least need over that window (HPA's scale-up
+   stabilization), so a spike shorter than it launches nothing. Scale-down is the sliding max of
    the needs over one cold start (or the policy's ``scale_down_delay_s`` if longer): the
    ski-rental break-even, since holding a replica through a dip is cheaper than releasing
    and re-buying it whenever the dip is shorter than its cold start. This time hysteresis
@@ -269,7 +271,7 @@ class GpucapAutoscaler:
         need: int,
         reason: str,
     ) -> tuple[int, str]:
-        """Rate limits and the dip-holding max window."""
+        """Rate limits, the scale-up delay's min window and the dip-holding max window."""
         spec, now, live = inp.spec, inp.now, inp.replicas.live
         # Dip window: the max of the needs over the last cold start (at least the policy's
         # scale-down delay), a decreasing deque of [t, need]. A first decision (or one after
@@ -281,6 +283,10 @@ class GpucapAutoscaler:
         st["dip"] = window
         held = max(e[1] for e in window)
 
+        if spec.scale_up_delay_s > 0:
+            need, reason = self._sustained(st, now, spec.scale_up_delay_s, prev, need, reason)
+            if reason == "hold_scale_up_delay":
+                return prev, reason
         if need > prev:
             cap = math.ceil(spec.max_scale_up_rate * max(live, 1))
             return min(need, max(cap, prev)), reason
@@ -288,6 +294,25 @@ class GpucapAutoscaler:
             return prev, ("hold_dip" if need < prev else "steady")
         floor = math.floor(live / spec.max_scale_down_rate) if spec.max_scale_down_rate > 0 else 0
         return max(held, min(prev, floor)), "scale_down"
+
+    @staticmethod
+    def _sustained(
+        st: dict[str, Any], now: float, delay_s: float, prev: int, need: int, reason: str
+    ) -> tuple[int, str]:
+        """The policy's scale-up delay (HPA's scale-up stabilization, autoscalers.md §4.2):
+        scale up only to the least need over the last ``delay_s``. Kept as an increasing
+        deque of [t, need] (a newer, smaller need makes the older ones irrelevant). Until
+        the needs cover the window (a first decision, or after a restart) its start counts
+        as ``prev``: no evidence of more. A wake from zero still gets its one replica."""
+        ups = [e for e in st.get("up", [[now, prev]]) if e[0] > now - delay_s]
+        while ups and ups[-1][1] >= need:
+            ups.pop()
+        ups.append([now, need])
+        st["up"] = ups
+        least = max(1, ups[0][1]) if reason == "wake" else ups[0][1]
+        if need > prev >= least:
+            return prev, "hold_scale_up_delay"
+        return min(need, max(least, prev)), reason
 
     @staticmethod
     def _hold(

@@ -72,6 +72,7 @@ class ScalingSpec:
     stable_window_s: float = 60.0
     burst_window_s: float = 6.0
     scale_down_delay_s: float = 120.0
+    scale_up_delay_s: float = 0.0  # scale up to the least need over this window (HPA's)
     max_scale_up_rate: float = 1000.0  # at most this x live replicas per decision
     max_scale_down_rate: float = 2.0  # at most live / this per decision
     extra: Mapping[str, float] = field(default_factory=dict)  # knobs of specific deciders

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schema.catalog import GpuShape, parse_gpu_shape
-from schema.policy import Problem
+from schema.policy import Problem, ScalingBehavior
 from schema.policy_file import PolicyError, parse_yaml_model
 
 Seconds = Annotated[float, Field(ge=0)]
@@ -115,6 +115,7 @@ class ModelSpec(_Strict):
     # autoscalers.md §1.2: Knative's container-concurrency-target-percentage is 70.
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
     scale_to_zero_grace_s: Seconds = 600.0
+    scaling: ScalingBehavior = ScalingBehavior()  # as in a policy file (schema/policy.py)
     usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
     usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
     coldstart: ColdStartOverride | None = None
@@ -163,6 +164,7 @@ class ModelTemplate(_Strict):
     max_replicas: Annotated[int, Field(ge=1)] = 1000
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
     scale_to_zero_grace_s: Seconds = 600.0
+    scaling: ScalingBehavior = ScalingBehavior()  # as in a policy file (schema/policy.py)
     usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
     usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
     coldstart: ColdStartOverride | None = None

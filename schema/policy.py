@@ -119,6 +119,27 @@ class ScalingTarget(_Strict):
     utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
 
 
+class ScalingBehavior(_Strict):
+    """How fast a model's replica count may move; every field optional. The rate limits
+    default to Knative's (autoscalers.md §1.8). gpucap scales up at once by default (HPA's
+    scale-up stabilization is 0 s, §4.2: a cold start is minutes, so waiting only adds late
+    requests) and holds a lower need for one cold start before releasing anyway
+    (autoscaler/gpucap.py step 6), so ``scale_down_delay_s`` matters where it is longer."""
+
+    # Scale up only to the least need seen over this window (HPA's scaleUp
+    # stabilizationWindowSeconds, §4.2). Each need already covers the peak of the stable
+    # window (60 s), so a spike launches nothing when it is shorter than this delay minus
+    # that window. A model at zero replicas still wakes on its first request.
+    scale_up_delay_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    # Release only after this long of lower need (Knative's scale-down-delay, a max window).
+    # Unset: the daemon's default (120 s).
+    scale_down_delay_s: Annotated[float, Field(ge=0, le=86400)] | None = None
+    # Per decision, at most this many times the live replicas (Knative max-scale-up-rate).
+    max_scale_up_rate: Annotated[float, Field(gt=1)] = 1000.0
+    # Per decision, release at most live / this (Knative max-scale-down-rate).
+    max_scale_down_rate: Annotated[float, Field(gt=1)] = 2.0
+
+
 class Model(_Strict):
     name: Name
     shapes: Annotated[list[ShapeOption], Field(min_length=1)]
@@ -132,6 +153,7 @@ class Model(_Strict):
     image: str = "gpucap/vllm:latest"
     weights: Weights | None = None
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
+    scaling: ScalingBehavior = ScalingBehavior()
 
 
 class Overflow(_Strict):

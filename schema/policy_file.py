@@ -125,8 +125,10 @@ def _from_pydantic(err: Any) -> Problem:
         msg = str(err["msg"])
         reason = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
         shown = repr(err.get("input"))
-        # Skip the echo when the validator's message already quotes the value.
-        if "input" in err and kind not in _NO_ECHO and shown not in reason:
+        # Skip the echo when the validator's message already quotes the value (a number in
+        # the message is the bound, not the value: "greater than 1" for an input of 1).
+        quoted = isinstance(err.get("input"), str) and shown in reason
+        if "input" in err and kind not in _NO_ECHO and not quoted:
             reason += f" (got {shown})"
     return Problem(path, reason)
 

@@ -63,6 +63,14 @@ def policy_view(view: PolicyView) -> pb.PolicyVersion:
 # --------------------------------------------------------------------------- model specs
 
 
+SCALING_FIELDS = (
+    "scale_up_delay_s",
+    "scale_down_delay_s",
+    "max_scale_up_rate",
+    "max_scale_down_rate",
+)
+
+
 def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
     """The fields the caller set, as the dict ``schema.policy.Model`` validates."""
     out: dict[str, Any] = {}
@@ -99,6 +107,12 @@ def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
         out["regions"] = list(spec.regions)
     if spec.HasField("weights"):
         out["weights"] = {"uri": spec.weights.uri, "size_gb": spec.weights.size_gb}
+    if spec.HasField("scaling"):
+        out["scaling"] = {
+            name: getattr(spec.scaling, name)
+            for name in SCALING_FIELDS
+            if spec.scaling.HasField(name)
+        }
     return out
 
 
@@ -106,6 +120,7 @@ def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
     """A stored (complete, validated) spec as a message."""
     target = spec.get("target") or {}
     weights = spec.get("weights")
+    scaling = spec.get("scaling") or {}
     return pb.ModelSpec(
         name=spec.get("name", ""),
         shapes=[
@@ -128,6 +143,9 @@ def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
         image=spec.get("image"),
         weights=pb.Weights(uri=weights["uri"], size_gb=weights["size_gb"]) if weights else None,
         scale_to_zero_grace_s=spec.get("scale_to_zero_grace_s"),
+        scaling=pb.ScalingBehavior(**{k: v for k, v in scaling.items() if k in SCALING_FIELDS})
+        if scaling
+        else None,
     )
 
 

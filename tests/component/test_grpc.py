@@ -196,6 +196,18 @@ def test_model_lifecycle(client: ControlPlaneClient, applied: pb.ApplyPolicyResp
     assert "mistral-7b" in [m.name for m in with_deleted]
 
 
+def test_deploy_with_scaling_behaviour_round_trips(
+    client: ControlPlaneClient, applied: pb.ApplyPolicyResponse
+) -> None:
+    spec = _spec(scaling=pb.ScalingBehavior(scale_up_delay_s=30, max_scale_down_rate=4))
+    deployed = client.stub.DeployModel(pb.DeployModelRequest(customer="acme", spec=spec))
+    got = client.stub.GetModel(pb.GetModelRequest(customer="acme", name=spec.name)).spec.scaling
+    assert (got.scale_up_delay_s, got.max_scale_down_rate) == (30, 4)
+    assert got.max_scale_up_rate == 1000  # the default, stored with the spec
+    assert not got.HasField("scale_down_delay_s")  # unset: the daemon's default applies
+    assert deployed.spec.scaling == got
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
@@ -209,6 +221,11 @@ def test_model_lifecycle(client: ControlPlaneClient, applied: pb.ApplyPolicyResp
         (_spec(regions=["mars-north-1"]), "spec.regions[0]"),
         (_spec(target=pb.ScalingTarget(metric="vibes")), "spec.target.metric"),
         (_spec(target=pb.ScalingTarget(utilization=1.5)), "spec.target.utilization"),
+        (
+            _spec(scaling=pb.ScalingBehavior(max_scale_down_rate=0.5)),
+            "spec.scaling.max_scale_down_rate",
+        ),
+        (_spec(scaling=pb.ScalingBehavior(scale_up_delay_s=-1)), "spec.scaling.scale_up_delay_s"),
         (_spec(name=""), "spec.name"),
         (pb.ModelSpec(name="x"), "spec.shapes"),
     ],

@@ -298,3 +298,69 @@ def test_every_decision_has_a_reason_code_and_detail() -> None:
         assert d.reason and d.reason.islower() and " " not in d.reason
         assert d.detail
     assert desired_series(run.decisions)[-1] == 0
+
+
+def _first_up(run: FluidRun) -> float | None:
+    """The time of the first decision above the live count it saw."""
+    return next((t for t, d, live in run.decisions if d.desired > live), None)
+
+
+@pytest.mark.parametrize(
+    ("label", "spike_s", "delay_s", "scales_up"),
+    [
+        ("no delay: a 30 s spike launches at once", 30.0, 0.0, True),
+        # Each need covers the stable window's peak (60 s), so a 30 s spike keeps the need
+        # up for ~90 s: a 120 s delay outlasts it.
+        ("a spike shorter than the delay launches nothing", 30.0, 120.0, False),
+        ("a rise that outlasts the delay launches", 400.0, 120.0, True),
+    ],
+)
+def test_scale_up_delay_launches_only_what_persisted(
+    label: str, spike_s: float, delay_s: float, scales_up: bool
+) -> None:
+    # 100 in flight on two ready replicas (200 slots), then 180 for spike_s seconds: no
+    # queue, but above what two replicas carry with the forecast path's 25 % spare.
+    spec = dataclasses.replace(SPEC, scale_up_delay_s=delay_s)
+    run = FluidRun(
+        OURS,
+        spec,
+        lambda t: 90.0 if 600 < t <= 600 + spike_s else 50.0,
+        cold_start_s=120.0,
+        ready=2,
+    )
+    run.run(600.0 + spike_s + 200.0)
+    first = _first_up(run)
+    if not scales_up:
+        assert first is None, label
+        held = [d.reason for t, d, _ in run.decisions if 600 < t <= 600 + spike_s]
+        assert "hold_scale_up_delay" in held, label
+        return
+    assert first is not None, label
+    assert 600 < first <= 600 + delay_s + 2 * run.tick_s, label
+    if delay_s:
+        assert first >= 600 + delay_s - run.tick_s, label  # not before the need persisted
+
+
+def test_scale_up_delay_goes_to_the_least_need_of_its_window() -> None:
+    # The need steps 2 -> 6 -> 4 replicas 20 s apart under a 60 s delay: once 60 s have
+    # passed, the least need over the window is 4, not the 6 of the peak.
+    spec = dataclasses.replace(SPEC, scale_up_delay_s=60.0)
+    st: dict = {"desired": 2}
+    out = []
+    for now in range(600, 700, 5):
+        conc = 140.0 if now < 610 else (420.0 if now < 630 else 280.0)
+        w = window(float(now), conc=conc, rate=conc / 2.0)
+        d, st = OURS.decide(inp(float(now), w, ready=2, spec=spec), {**st, "cost": 2.0})
+        out.append((now, d.desired, d.reason))
+    # The need of 2 last seen at 605 leaves the window at 665.
+    early = [(now, desired, why) for now, desired, why in out if now < 665]
+    assert {(d, why) for now, d, why in early if now >= 610} == {(2, "hold_scale_up_delay")}
+    assert dict((now, (d, why)) for now, d, why in out)[665] == (4, "scale_up_forecast")
+    assert {d for now, d, _ in out if now >= 665} == {4}
+
+
+def test_a_scale_up_delay_never_delays_a_wake_from_zero() -> None:
+    spec = dataclasses.replace(SPEC, scale_up_delay_s=300.0)
+    w = window(1000.0, queue=lambda t: 1.0 if t == 1000.0 else 0.0)
+    d, _ = OURS.decide(inp(1000.0, w, ready=0, spec=spec), {"desired": 0, "last_busy": 0.0})
+    assert (d.desired, d.reason) == (1, "wake")

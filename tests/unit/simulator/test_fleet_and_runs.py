@@ -10,7 +10,7 @@ import pytest
 
 from controlplane.simulator.engine import Summary
 from controlplane.simulator.runner import ALL, Simulation, autoscaler_names
-from controlplane.simulator.setup import SetupError, build_runs, service_times
+from controlplane.simulator.setup import SetupError, build_runs, scaling_spec, service_times
 from controlplane.simulator.traces import ModelTrace, Trace, TraceOptions, TraceSpec, read_trace
 from schema.fleet import FleetError, parse_fleet
 
@@ -203,3 +203,19 @@ def test_autoscaler_names() -> None:
     assert autoscaler_names("ours, oracle,ours") == ["ours", "oracle"]
     with pytest.raises(ValueError, match="unknown autoscaler magic"):
         autoscaler_names("ours,magic")
+
+
+def test_a_fleet_scaling_block_reaches_the_autoscaler() -> None:
+    text = FLEET + "  scaling: {scale_up_delay_s: 120, max_scale_down_rate: 4}\n"
+    fleet = parse_fleet(text)
+    clone = fleet.model("anything")
+    assert clone is not None
+    spec = scaling_spec(clone)
+    assert (spec.scale_up_delay_s, spec.max_scale_down_rate) == (120.0, 4.0)
+    big = fleet.model("big")
+    assert big is not None
+    default = scaling_spec(big)  # unset: the autoscaler's own defaults
+    assert (default.scale_up_delay_s, default.scale_down_delay_s) == (0.0, 120.0)
+    assert (default.max_scale_up_rate, default.max_scale_down_rate) == (1000.0, 2.0)
+    with pytest.raises(FleetError, match="max_scale_up_rate"):
+        parse_fleet(FLEET + "  scaling: {max_scale_up_rate: 0.5}\n")

@@ -97,7 +97,7 @@ class PolicyVersion(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., version: _Optional[int] = ..., sha256: _Optional[str] = ..., applied_by: _Optional[str] = ..., applied_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ..., yaml: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s")
+    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s", "scaling")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHAPES_FIELD_NUMBER: _ClassVar[int]
     MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,7 @@ class ModelSpec(_message.Message):
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     SCALE_TO_ZERO_GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    SCALING_FIELD_NUMBER: _ClassVar[int]
     name: str
     shapes: _containers.RepeatedCompositeFieldContainer[ShapeOption]
     min_replicas: int
@@ -122,7 +123,20 @@ class ModelSpec(_message.Message):
     image: str
     weights: Weights
     scale_to_zero_grace_s: float
-    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ...) -> None: ...
+    scaling: ScalingBehavior
+    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ..., scaling: _Optional[_Union[ScalingBehavior, _Mapping]] = ...) -> None: ...
+
+class ScalingBehavior(_message.Message):
+    __slots__ = ("scale_up_delay_s", "scale_down_delay_s", "max_scale_up_rate", "max_scale_down_rate")
+    SCALE_UP_DELAY_S_FIELD_NUMBER: _ClassVar[int]
+    SCALE_DOWN_DELAY_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_SCALE_UP_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SCALE_DOWN_RATE_FIELD_NUMBER: _ClassVar[int]
+    scale_up_delay_s: float
+    scale_down_delay_s: float
+    max_scale_up_rate: float
+    max_scale_down_rate: float
+    def __init__(self, scale_up_delay_s: _Optional[float] = ..., scale_down_delay_s: _Optional[float] = ..., max_scale_up_rate: _Optional[float] = ..., max_scale_down_rate: _Optional[float] = ...) -> None: ...
 
 class ShapeOption(_message.Message):
     __slots__ = ("shape", "max_concurrency", "tokens_per_s")
