@@ -364,3 +364,41 @@ def test_a_scale_up_delay_never_delays_a_wake_from_zero() -> None:
     w = window(1000.0, queue=lambda t: 1.0 if t == 1000.0 else 0.0)
     d, _ = OURS.decide(inp(1000.0, w, ready=0, spec=spec), {"desired": 0, "last_busy": 0.0})
     assert (d.desired, d.reason) == (1, "wake")
+
+
+def test_a_first_burst_reads_the_cost_from_the_minute_before_it() -> None:
+    # Recorded by `make demo`: a model one minute old (no learned cost yet) serves 12.5 req/s
+    # of 4 s requests (50 in flight), then a 4x burst saturates its 80 slots. The queue
+    # gauge grew faster than the rate gauge says requests arrived (they are scraped at
+    # different instants), so arrivals minus queue growth left ~0.1 completions/s and the
+    # requests read as costing 543 s: a need of 157 replicas for 200 requests in flight.
+    # (Here: 18.9 req/s over the window, the queue up 207 in 11 s, 55.8 in service: 558 s.)
+    def rate(t: float) -> float:
+        return 12.5 if t <= 998 else 51.0
+
+    def conc(t: float) -> float:
+        return 50.0 if t <= 998 else 80.0
+
+    def queue(t: float) -> float:
+        return {999.0: 123.0, 1000.0: 207.0}.get(t, 0.0)
+
+    spec = dataclasses.replace(SPEC, max_replicas=200, mean_service_s=None)
+    w = window(1000.0, conc=conc, rate=rate, queue=queue, length=12)
+    d, _ = OURS.decide(inp(1000.0, w, ready=1, spec=spec, cold_start_s=10.0), {"desired": 1})
+    assert "per-request cost 4.0," in d.detail
+    assert d.desired <= math.ceil(51.0 * 4.0 / T)  # at most the burst's whole load at target
+
+
+def test_a_saturated_window_trusts_no_completion_rate_near_zero() -> None:
+    # Saturated all window long: the queue grows 48/s against 50 req/s of arrivals, so 2
+    # completions/s would make 100 in service cost 50 s each. Too small a share of the
+    # arrivals to tell from scrape noise: the spec's profiled 2 s stands.
+    w = window(1000.0, conc=100.0, rate=50.0, queue=lambda t: 48.0 * (t - 988.0), length=12)
+    stable = w.samples
+    model = forecast.view({})
+    cost = GpucapAutoscaler._cost(model, stable, 50.0, 100.0 + 288.0, 1.0, SPEC)
+    assert cost == SPEC.mean_service_s
+    # With a real completion rate (queue growing 25/s: 25 completions/s) it is measured.
+    w = window(1000.0, conc=100.0, rate=50.0, queue=lambda t: 25.0 * (t - 988.0), length=12)
+    cost = GpucapAutoscaler._cost(model, w.samples, 50.0, 250.0, 1.0, SPEC)
+    assert cost == pytest.approx(100.0 / (50.0 - 25.0 * 11 / 11), rel=0.01)
