@@ -66,9 +66,6 @@ from autoscaler.window import (
 
 QUEUE_FREE = forecast.QUEUE_FREE  # mean waiting requests below which a sample is unqueued
 MIN_RATE = 1e-3  # requests/s below which a window cannot teach the per-request cost
-# Least share of the arrivals that a saturated window's completion estimate must keep to be
-# trusted (arrivals minus queue growth; below it the estimate is the scrape noise's).
-MIN_COMPLETED_SHARE = 0.1
 IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
 MAX_GROWTH = 4.0  # cap on the forecast growth applied to the observed peak
@@ -122,7 +119,9 @@ class GpucapAutoscaler:
         busy = rate_s > 0 or (observed or 0.0) > IDLE_LOAD or queued > 0
         if busy:
             st["last_busy"] = now
-        cost = self._cost(model, stable, rate_s, observed, step, spec)
+        cost, unqueued = self._cost(model, stable, rate_s, observed, step, spec, st.get("hint"))
+        if unqueued:
+            st["hint"] = cost  # for a window that queues all along, until a cost is learned
         target = max(spec.target_per_replica, 1e-9)
 
         # 3. The load to cover: the peak of the offered load over the stable window.
@@ -214,38 +213,41 @@ class GpucapAutoscaler:
         observed: float | None,
         step: float,
         spec: ScalingSpec,
-    ) -> float | None:
-        """Metric units per (request/s): learned, else Little's law on the window, else the
-        spec's profiled service time (concurrency only). Where requests queue over part of
-        the window, Little's law is applied to the samples where they did not (a burst that
-        just began leaves the minute before it). Where they queue all along, it is applied
-        to the service stage alone -- what is being served over the completion rate
-        (arrivals minus the queue's growth) -- since over the whole system it counts the
-        wait as service, and a backlog growing during a cold start would read as ever
-        costlier requests (and launch ever more). That difference is trusted only while it
-        is a real share of the arrivals: gauges and rates scraped at different instants can
-        show a queue growing as fast as requests arrive, and a completion rate near zero
-        would read as requests costing minutes (a 4 s request read as 543 s, and a model's
-        first burst launched its max replicas)."""
+        hint: float | None = None,
+    ) -> tuple[float | None, bool]:
+        """Metric units per (request/s), and whether it was read where requests did not
+        queue: learned, else Little's law on the window, else the spec's profiled service
+        time (concurrency only). Where requests queue over part of the window, Little's law
+        is applied to the samples where they did not: a burst that just began leaves the
+        minute before it. (Applied to the whole window, the queue's growth is set against
+        arrivals averaged over the calm part too; with gauges and rates scraped at different
+        instants, `make demo` read 4 s requests as 543 s there and asked for 157 replicas.)
+        Where they queue all along, the last unqueued reading (``hint``) stands; without one,
+        Little's law is applied to the service stage alone -- what is being served over the
+        completion rate (arrivals minus the queue's growth) -- since over the whole system
+        it counts the wait as service, and a backlog growing during a cold start would read
+        as ever costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
-            return model.cost
+            return model.cost, False
         if observed is not None and observed > 0 and rate >= MIN_RATE:
             queue = [s.queue_depth for s in stable]
             if sum(queue) / len(queue) < QUEUE_FREE:
-                return observed / rate
+                return observed / rate, True
             free = [s for s in stable if s.queue_depth < QUEUE_FREE]
             free_rate = mean_arrival_rate(free) or 0.0
             free_load = mean_metric(free, spec.metric) or 0.0
             if free_rate >= MIN_RATE and free_load > 0:
-                return free_load / free_rate
+                return free_load / free_rate, True
+            if hint is not None and hint > 0:
+                return hint, False
             span = max(step, stable[-1].t - stable[0].t)
             completions = rate - (queue[-1] - queue[0]) / span
             served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
-            if completions >= MIN_COMPLETED_SHARE * rate and served > 0:
-                return served / completions
+            if completions >= MIN_RATE and served > 0:
+                return served / completions, False
         if spec.metric == "concurrency" and spec.mean_service_s:
-            return spec.mean_service_s
-        return None
+            return spec.mean_service_s, False
+        return None, False
 
     @staticmethod
     def _peak_load(

@@ -384,21 +384,22 @@ def test_a_first_burst_reads_the_cost_from_the_minute_before_it() -> None:
 
     spec = dataclasses.replace(SPEC, max_replicas=200, mean_service_s=None)
     w = window(1000.0, conc=conc, rate=rate, queue=queue, length=12)
-    d, _ = OURS.decide(inp(1000.0, w, ready=1, spec=spec, cold_start_s=10.0), {"desired": 1})
+    d, st = OURS.decide(inp(1000.0, w, ready=1, spec=spec, cold_start_s=10.0), {"desired": 1})
     assert "per-request cost 4.0," in d.detail
     assert d.desired <= math.ceil(51.0 * 4.0 / T)  # at most the burst's whole load at target
+    # 12 s later the window queues all along (the demo's next reading was 2.17 s, from
+    # gauges as inconsistent): the last unqueued reading stands until a cost is learned.
+    w = window(1012.0, conc=80.0, rate=51.0, queue=lambda t: 400.0 + 20.0 * (t - 1000.0))
+    d, _ = OURS.decide(inp(1012.0, w, ready=1, starting=2, spec=spec, cold_start_s=10.0), st)
+    assert "per-request cost 4.0," in d.detail
 
 
-def test_a_saturated_window_trusts_no_completion_rate_near_zero() -> None:
-    # Saturated all window long: the queue grows 48/s against 50 req/s of arrivals, so 2
-    # completions/s would make 100 in service cost 50 s each. Too small a share of the
-    # arrivals to tell from scrape noise: the spec's profiled 2 s stands.
-    w = window(1000.0, conc=100.0, rate=50.0, queue=lambda t: 48.0 * (t - 988.0), length=12)
-    stable = w.samples
-    model = forecast.view({})
-    cost = GpucapAutoscaler._cost(model, stable, 50.0, 100.0 + 288.0, 1.0, SPEC)
-    assert cost == SPEC.mean_service_s
-    # With a real completion rate (queue growing 25/s: 25 completions/s) it is measured.
+def test_a_window_queued_all_along_reads_the_service_stage_or_the_last_calm_reading() -> None:
+    # 100 in service, the queue growing 25/s against 50 req/s of arrivals: 25 completions/s,
+    # so 4 s each (Little's law on the service stage, not on the whole system's 100 + queue).
     w = window(1000.0, conc=100.0, rate=50.0, queue=lambda t: 25.0 * (t - 988.0), length=12)
-    cost = GpucapAutoscaler._cost(model, w.samples, 50.0, 250.0, 1.0, SPEC)
-    assert cost == pytest.approx(100.0 / (50.0 - 25.0 * 11 / 11), rel=0.01)
+    model = forecast.view({})
+    cost, unqueued = GpucapAutoscaler._cost(model, w.samples, 50.0, 250.0, 1.0, SPEC)
+    assert cost == pytest.approx(4.0, rel=0.01) and not unqueued
+    # A reading from before the window saturated stands over that estimate.
+    assert GpucapAutoscaler._cost(model, w.samples, 50.0, 250.0, 1.0, SPEC, 3.0) == (3.0, False)

@@ -73,6 +73,8 @@ def test_bounds_hold_and_no_data_never_changes_scale(spec, ticks, cold) -> None:
 )
 # Flapped 1 -> 2 -> 1 -> 2 while the learned cost still carried the start-up fill.
 @example(rate=8.5, service=8.5, cold=30.0)
+# 10x overloaded from its first sample: the cost comes from the service stage alone.
+@example(rate=211.0, service=5.0, cold=600.0)
 def test_no_flapping_under_constant_load(rate: float, service: float, cold: float) -> None:
     run = FluidRun(OURS, SPEC, lambda t: rate, service_s=service, cold_start_s=cold, ready=1)
     series = [d.desired for _, d, _ in run.run(3 * cold + 1200.0)]
