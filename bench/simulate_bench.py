@@ -342,7 +342,9 @@ def render(
         + (
             ""
             if not reused
-            else " This run replayed only the other rows (`--autoscalers ... --reuse`): "
+            else " This run replayed only the rows of "
+            f"{', '.join(n for n in ALL if n not in reused['autoscalers'])} "
+            "(`--autoscalers ... --reuse`); "
             f"those of {', '.join(reused['autoscalers'])} are from the run at commit "
             f"`{reused['commit']}` ({reused['wall_s'] / 60:.1f} min), kept because git shows "
             "that nothing they replay has changed since, and replays are deterministic."
@@ -575,6 +577,10 @@ def main() -> None:
         ).stdout.strip()
         or args.commit
     )
+    if commit != args.commit and blocking_changes(changed_since("HEAD"), rerun_ours=False):
+        # Uncommitted changes to what a replay runs: the commit alone does not name the code
+        # (and a later --reuse of these rows is refused, git cannot compare with it).
+        commit += "+changes"
     names = tuple(autoscaler_names(args.autoscalers))
     previous = _reusable(Path(args.json), chosen, names) if args.reuse else None
     if previous is None and set(names) != set(ALL):
