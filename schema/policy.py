@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -119,6 +119,15 @@ class ScalingTarget(_Strict):
     utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
 
 
+class ScalingLimits(TypedDict):
+    """:meth:`ScalingBehavior.limits`: keyword arguments of ``autoscaler.types.ScalingSpec``."""
+
+    scale_up_delay_s: float
+    scale_down_delay_s: float
+    max_scale_up_rate: float
+    max_scale_down_rate: float
+
+
 class ScalingBehavior(_Strict):
     """How fast a model's replica count may move; every field optional. The rate limits
     default to Knative's (autoscalers.md §1.8). gpucap scales up at once by default (HPA's
@@ -138,6 +147,17 @@ class ScalingBehavior(_Strict):
     max_scale_up_rate: Annotated[float, Field(gt=1)] = 1000.0
     # Per decision, release at most live / this (Knative max-scale-down-rate).
     max_scale_down_rate: Annotated[float, Field(gt=1)] = 2.0
+
+    def limits(self, default_scale_down_delay_s: float) -> ScalingLimits:
+        """These settings as the autoscaler's ``ScalingSpec`` fields, an unset scale-down
+        delay taking the caller's default (the daemon's tuning, or the simulator's)."""
+        down = self.scale_down_delay_s
+        return {
+            "scale_up_delay_s": self.scale_up_delay_s,
+            "scale_down_delay_s": default_scale_down_delay_s if down is None else down,
+            "max_scale_up_rate": self.max_scale_up_rate,
+            "max_scale_down_rate": self.max_scale_down_rate,
+        }
 
 
 class Model(_Strict):

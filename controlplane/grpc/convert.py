@@ -24,7 +24,7 @@ from controlplane.service import (
 )
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
-from schema.policy import Problem
+from schema.policy import Problem, ScalingBehavior
 
 
 def ts(value: datetime | None) -> Timestamp | None:
@@ -63,12 +63,7 @@ def policy_view(view: PolicyView) -> pb.PolicyVersion:
 # --------------------------------------------------------------------------- model specs
 
 
-SCALING_FIELDS = (
-    "scale_up_delay_s",
-    "scale_down_delay_s",
-    "max_scale_up_rate",
-    "max_scale_down_rate",
-)
+SCALING_FIELDS = tuple(ScalingBehavior.model_fields)  # the message mirrors the model
 
 
 def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:

@@ -45,14 +45,7 @@ def scaling_spec(spec: ModelSpec, tuning: Tuning) -> ScalingSpec:
         scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
         stable_window_s=tuning.stable_window_s,
         burst_window_s=tuning.burst_window_s,
-        scale_down_delay_s=(
-            tuning.scale_down_delay_s
-            if spec.scaling.scale_down_delay_s is None
-            else spec.scaling.scale_down_delay_s
-        ),
-        scale_up_delay_s=spec.scaling.scale_up_delay_s,
-        max_scale_up_rate=spec.scaling.max_scale_up_rate,
-        max_scale_down_rate=spec.scaling.max_scale_down_rate,
+        **spec.scaling.limits(tuning.scale_down_delay_s),
     )
 
 

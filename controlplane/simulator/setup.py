@@ -144,14 +144,8 @@ def scaling_spec(
         latency_slo_s=spec.slo_s,
         scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
         mean_service_s=mean_service_s,
-        scale_up_delay_s=spec.scaling.scale_up_delay_s,
-        max_scale_up_rate=spec.scaling.max_scale_up_rate,
-        max_scale_down_rate=spec.scaling.max_scale_down_rate,
-        scale_down_delay_s=(
-            ScalingSpec.scale_down_delay_s  # unset: the autoscaler's default, as the daemon's
-            if spec.scaling.scale_down_delay_s is None
-            else spec.scaling.scale_down_delay_s
-        ),
+        # An unset scale-down delay: the autoscaler's default, as the daemon's.
+        **spec.scaling.limits(ScalingSpec.scale_down_delay_s),
     )
 
 
