@@ -36,6 +36,10 @@ SLOT_S = 300.0  # daily profile resolution
 SLOTS = int(DAY_S / SLOT_S)
 SEASON_ALPHA = 0.3  # weight of the newest day in a daily slot
 QUEUE_FREE = 0.5  # mean waiting requests below which a bucket can teach the cost
+# After a queue empties, requests that waited still fill the slots: all of them for one
+# mean service time, and with spread-out service times (LLM outputs) about 5 % of them
+# after three (exponential tail). Until then in-service counts are not offered load.
+AFTER_QUEUE_SERVICE_TIMES = 3.0
 # Memory of the slow rate baseline the burst reserve is sized on: hours, so that a surge
 # lasting less than a few hours does not raise the typical level it is measured against.
 BASELINE_S = 6 * 3600.0
@@ -134,6 +138,8 @@ def _accumulate(state: dict[str, Any], s: MetricsSample, dt: float, metric: str)
     b = [b[0], b[1] + dt, b[2] + s.arrival_rate * dt, b[3] + (used or 0.0) * dt, b[4]]
     b[4] += s.queue_depth * dt
     state["bucket"] = b
+    if s.queue_depth >= QUEUE_FREE:
+        state["queued_t"] = s.t  # the newest sample where requests waited
     # The 5-minute daily slot: [slot start, seconds, requests]
     d = state.get("slot_acc")
     start = s.t - (s.t % SLOT_S)
@@ -181,6 +187,14 @@ def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> N
             # for minutes, long enough for the burst reserve to cross a replica boundary
             # twice (a constant load flapping 1 -> 2 -> 1 -> 2). This bucket's own cost is
             # a lower bound of the true one while filling, so the skip never runs long.
+            return
+        queued = state.get("queued_t")
+        settled = (
+            None if queued is None or old is None else queued + AFTER_QUEUE_SERVICE_TIMES * old
+        )
+        if concurrency and settled is not None and start < settled:
+            # Just after a queue: the slots still hold requests that waited, and would
+            # read as costlier ones.
             return
         if concurrency and old is not None:
             # Little's law pairs what is in service with the arrivals that put it there:

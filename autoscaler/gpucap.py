@@ -8,11 +8,12 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    spread, the per-request cost of the metric, a daily profile in 5-minute slots.
 3. The load to cover is the *peak* offered load over the stable window, not its mean: the
    SLO is about the wait of each request, so bursts inside the window matter. Where requests
-   did not queue, a sample's metric is the offered load; where they queued, it is estimated
-   from arrivals (requests that arrived within one service time). The queue itself is a
+   did not queue, a sample's metric is the offered load; where they queued, or did within
+   a few service times (the slots then hold requests that waited), it is estimated from
+   arrivals (requests that arrived within one service time). The queue itself is a
    backlog that drains once capacity arrives; counting it as concurrent demand is the
-   Knative panic overshoot (autoscalers.md §6.1), so here it never does (step 5 asks only
-   for what drains it over a cold start).
+   Knative panic overshoot (autoscalers.md §6.1), so here it never does (step 6 asks only
+   for what drains it within a cold start).
 4. Look ahead by the cold start: that peak is scaled by the forecast growth of the arrival
    rate over [now, now + cold start + one tick] -- a damped trend, counted only where the
    projected rise stands out of the rate's noise, and daily seasonality once the history
@@ -22,18 +23,21 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    A jump inside a cold start can only be served by spare already running; sizing that
    spare on the typical level rather than on the current load does not triple it during a
    surge.
-5. Burst fast path: when the load in the system over the short window exceeds what every
-   *live* replica (ready + starting + provisioning) carries at target, scale at once. A
-   backlog counts as the load that drains it over one cold start; while capacity is on its
-   way the queue is left out, so nothing is launched twice.
-6. Scale-up is immediate (bounded by ``max_scale_up_rate``), unless the policy sets a
+5. Burst fast path: when the offered load over the short window exceeds what every
+   *live* replica (ready + starting + provisioning) carries at target, scale at once.
+6. Backlog: the queue, projected to when capacity asked for now would arrive (it grows by
+   the load over the ready replicas' slots until the starting ones arrive, then over all
+   live ones), must drain within one more cold start at full slots; extra replicas are
+   asked for only where it would not. Starting replicas count from their arrival, so
+   nothing is launched twice, and nothing is released while requests wait.
+7. Scale-up is immediate (bounded by ``max_scale_up_rate``), unless the policy sets a
    ``scale_up_delay_s``: then only to the least need over that window (HPA's scale-up
    stabilization), so a spike shorter than it launches nothing. Scale-down is the sliding max of
    the needs over one cold start (or the policy's ``scale_down_delay_s`` if longer): the
    ski-rental break-even, since holding a replica through a dip is cheaper than releasing
    and re-buying it whenever the dip is shorter than its cold start. This time hysteresis
    also keeps a constant load from flapping; at most live / ``max_scale_down_rate`` go at once.
-7. Scale to zero after ``scale_to_zero_grace_s`` without any load; any queued request or
+8. Scale to zero after ``scale_to_zero_grace_s`` without any load; any queued request or
    arrival with no live replica wakes the model to at least one replica at once.
 """
 
@@ -65,6 +69,7 @@ from autoscaler.window import (
 )
 
 QUEUE_FREE = forecast.QUEUE_FREE  # mean waiting requests below which a sample is unqueued
+AFTER_QUEUE = forecast.AFTER_QUEUE_SERVICE_TIMES  # service times the slots hold the backlog
 MIN_RATE = 1e-3  # requests/s below which a window cannot teach the per-request cost
 IDLE_LOAD = 0.01  # below this (and with no arrival or queue) a model counts as idle
 TREND_HORIZON_S = 300.0  # trends are extrapolated at most this far (10 buckets)
@@ -125,7 +130,8 @@ class GpucapAutoscaler:
         target = max(spec.target_per_replica, 1e-9)
 
         # 3. The load to cover: the peak of the offered load over the stable window.
-        peak = self._peak_load(stable, cost, spec.metric, step)
+        offered = self._offered_load(stable, cost, spec.metric, step, st.get("queued_t"))
+        peak = max(offered)
 
         # 4. Look ahead by the cold start (plus one tick until the next decision): scale the
         # observed peak by the forecast growth of the arrival rate over that horizon.
@@ -159,27 +165,25 @@ class GpucapAutoscaler:
         cover = max(peak * max(growth, 1.0 + MIN_MARGIN), typical * capacity / target)
         need_f = self._replicas(cover, capacity)
 
-        # 5. Burst fast path: the short window's requests in the system (Knative's panic
-        # signal) when they exceed what every *live* replica, starting ones included, carries
-        # at target. While capacity is on its way the waiting queue is left out: it is the
-        # backlog that capacity will drain, and counting it again is the panic overshoot.
-        starting = live > inp.replicas.ready
-        # A backlog is drained by capacity that arrives after a cold start, over the time
-        # it then has: Q waiting requests need Q x cost / horizon of extra load, not Q
-        # (counting each as concurrent demand is the panic overshoot, again).
-        drain = 1.0 if horizon <= 0 else min(1.0, (cost or 0.0) / horizon)
-        if starting:
-            drain = 0.0
-        in_system = [s.in_flight + drain * s.queue_depth for s in burst]
-        burst_load = sum(in_system) / len(in_system)
-        # The forecast path's ratio of load to capacity, or the two would flap.
+        # 5. Burst fast path: the short window's offered load (Knative's panic signal, with
+        # the waiting requests read as the arrivals they are, not as concurrent demand)
+        # when it exceeds what every *live* replica, starting ones included, carries at
+        # target. The forecast path's ratio of load to capacity, or the two would flap.
         # (With no load to take a ratio from, the knob's target per replica.)
         carry = capacity * peak / cover if peak > IDLE_LOAD else target
+        recent_load = offered[len(offered) - len(burst) :] or offered[-1:]
+        burst_load = sum(recent_load) / len(recent_load)
         need_b = self._replicas(burst_load, carry) if burst_load > live * carry else 0
         need = max(need_f, need_b)
         reason = "scale_up_burst" if need_b > need_f else "scale_up_forecast"
 
-        # 7. Wake at once on the first request; otherwise idle grace, then zero.
+        # 6. Backlog: enough replicas that the backlog projected to the time capacity asked
+        # for now arrives drains within one more horizon (see ``_backlog_need``).
+        need_q = self._backlog_need(st, inp, peak, queued, cost, capacity, horizon)
+        if need_q > need:
+            need, reason = need_q, "scale_up_backlog"
+
+        # 8. Wake at once on the first request; otherwise idle grace, then zero.
         waking = live == 0 and (queued > 0 or rate_b > 0 or any(s.queue_depth > 0 for s in burst))
         if waking:
             need, reason = max(need, 1), "wake"
@@ -189,6 +193,12 @@ class GpucapAutoscaler:
                 need = 1
 
         desired, reason = self._smooth(st, inp, prev, need, reason)
+        if queued >= QUEUE_FREE and desired < min(prev, live):
+            # Nothing is released while requests wait. (Kept out of the dip window: once
+            # the backlog has drained, the replicas bought to drain it go at once.)
+            desired, reason = min(prev, live), "hold_backlog"
+        if desired > live and live == inp.replicas.ready:
+            st["wave"] = now  # a cold start begins: step 6 projects its arrival
         desired = max(spec.min_replicas, min(spec.max_replicas, desired))
         if desired == 0 and live > 0:
             reason = "scale_to_zero"
@@ -250,30 +260,73 @@ class GpucapAutoscaler:
         return None, False
 
     @staticmethod
-    def _peak_load(
-        samples: tuple[MetricsSample, ...], cost: float | None, metric: str, step: float
-    ) -> float:
-        """The largest offered load among the samples, in metric units. Where requests did
-        not queue, the sample's own metric is the offered load. Where they queued, the
-        metric is capped by the capacity and the queue holds a backlog that is not demand
-        for more replicas (it drains once capacity arrives; counting it is the Knative panic
-        overshoot), so the offered load is estimated from arrivals: the requests that
-        arrived within one service time (concurrency; a whole service time even at the
+    def _offered_load(
+        samples: tuple[MetricsSample, ...],
+        cost: float | None,
+        metric: str,
+        step: float,
+        queued_at: float | None = None,
+    ) -> list[float]:
+        """Each sample's offered load, in metric units. Where requests did not queue, the
+        sample's own metric. Where they queued, or did within a few service times (before the
+        window too: ``queued_at``, the newest sample that queued, kept by ``forecast.fold``),
+        the metric is capped by the capacity and counts backlog being served (slots full of
+        requests that waited), so the offered load is estimated from arrivals: the requests
+        that arrived within one service time (concurrency; a whole service time even at the
         window's start, where one second's arrivals alone are noise), or the rate times the
-        per-request cost (tokens/s)."""
-        best = 0.0
+        per-request cost (tokens/s). The backlog itself is step 6's."""
         span = 1
         if metric == "concurrency" and cost is not None:
             span = max(1, min(len(samples), round(cost / step)))
+        # (A queue inside the window is found below; ``queued_at`` may be one of them.)
+        before = queued_at is not None and bool(samples) and queued_at < samples[0].t
+        last_queued = queued_at if before and queued_at is not None else -math.inf
+        loads = []
         for i, s in enumerate(samples):
             used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
             load = used or 0.0
-            if s.queue_depth >= QUEUE_FREE and cost is not None:
+            if s.queue_depth >= QUEUE_FREE:
+                last_queued = s.t
+            if cost is not None and s.t - last_queued < max(AFTER_QUEUE * cost, step):
                 lo = max(0, i + 1 - span)
                 recent_rates = [x.arrival_rate for x in samples[lo : lo + span]]
-                load = max(load, sum(recent_rates) / len(recent_rates) * cost)
-            best = max(best, load)
-        return best
+                load = sum(recent_rates) / len(recent_rates) * cost
+            loads.append(load)
+        return loads
+
+    @staticmethod
+    def _backlog_need(
+        st: dict[str, Any],
+        inp: AutoscalerInput,
+        load: float,
+        queued: float,
+        cost: float | None,
+        capacity: float,
+        horizon: float,
+    ) -> int:
+        """Replicas that drain the backlog within one horizon of capacity asked for now
+        arriving. Until then the backlog grows by the offered load over the ready replicas'
+        full slots, and from when the starting replicas are ready (the cold-start wave
+        they were launched in, plus the horizon) by the load over all live ones. Whatever
+        is left must drain within one more horizon at full slots. Sized on the load alone,
+        a surge's queue would drain on its 25 % spare over four cold starts; reading full
+        slots as load instead ratchets up by that spare at every cold start. Counting the
+        starting replicas at their arrival is what keeps this from launching twice: the
+        backlog they will meet is the one they were sized for."""
+        ready, live = inp.replicas.ready, inp.replicas.live
+        if live == ready:
+            st.pop("wave", None)
+        if cost is None or horizon <= 0 or queued < QUEUE_FREE:
+            return 0  # (no queue: the load fits; with tokens/s, capacity is only estimated)
+        # Starting replicas arrive when their wave's cold start ends (without a recorded
+        # wave, after a restart, they count as arriving now: never a second launch).
+        wave = st.get("wave")
+        arrive = 0.0 if wave is None else min(horizon, max(0.0, float(wave) + horizon - inp.now))
+        backlog = queued * cost + (load - ready * capacity) * arrive
+        backlog = max(0.0, backlog) + (load - live * capacity) * (horizon - arrive)
+        if backlog <= 0:
+            return 0
+        return math.ceil((load + backlog / horizon) / capacity - 1e-9)
 
     @staticmethod
     def _replicas(load: float, target: float) -> int:

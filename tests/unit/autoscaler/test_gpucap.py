@@ -63,39 +63,107 @@ def test_queue_backlog_while_capacity_starts_does_not_launch_more() -> None:
         assert d.desired == 3, now
 
 
-def test_burst_path_drains_a_backlog_and_counts_live_capacity() -> None:
-    # 2 live replicas, ready and full (200 of 200 slots); a backlog of 30,000 requests
-    # built up in the last seconds. Capacity asked for now arrives after the cold start
-    # (305 s with the tick) and has that long to drain it: 30,000 x 2 s / 305 s = 197 of
-    # extra load, so the 6 s mean in the system is (2 x 140 + 4 x 397) / 6 = 311.
-    def conc(t: float) -> float:
-        return 140.0 if t <= 596 else 200.0
+def _backlog_window(now: float, backlog: float) -> MetricsWindow:
+    # 70 req/s x 2 s = 140 in flight on 2 ready replicas (200 slots), until a backlog of
+    # `backlog` requests built up in the last seconds (the slots then read full).
+    return window(
+        now,
+        conc=lambda t: 140.0 if t <= now - 4 else 200.0,
+        rate=70.0,
+        queue=lambda t: 0.0 if t <= now - 4 else backlog,
+        length=600,
+    )
 
-    def queue(t: float) -> float:
-        return 0.0 if t <= 596 else 30_000.0
 
-    w = window(600.0, conc=conc, rate=70.0, queue=queue, length=600)
-    d, _ = OURS.decide(inp(600.0, w, ready=2), {"desired": 2, "cost": 2.0})
-    assert d.reason == "scale_up_burst"
-    # at the forecast path's 80 per replica (200 peak load covered with 25 % spare)
-    assert d.desired == math.ceil((2 * 140 + 4 * (200 + 30_000 * 2 / 305)) / 6 / 80)
-    # Knative's count (every waiting request as concurrent demand) would ask for 250.
-    assert d.desired < 10
-    # the same backlog with capacity already starting that covers the load: nothing more
-    d, _ = OURS.decide(inp(600.0, w, ready=2, starting=6), {"desired": 8, "cost": 2.0})
-    assert d.desired == 8
+@pytest.mark.parametrize(
+    ("label", "backlog", "starting", "wave_age", "want"),
+    [
+        # 30,000 x 2 s = 60,000 slot-seconds waiting; until capacity asked for now arrives
+        # (a cold start and a tick, 305 s) the 2 replicas' 60 spare slots drain 18,300 of
+        # them; the rest must drain within 305 s more: ceil((140 + 41,700 / 305) / 100).
+        ("a backlog asks only for what drains it", 30_000.0, 0, None, 3),
+        ("a larger one asks for more", 300_000.0, 0, None, 21),
+        # 6 starting, launched 100 s ago: they serve from 205 s on, so the backlog grows
+        # by -60 x 205, then shrinks by 660 x 100: ceil((140 + 521,700 / 305) / 100).
+        ("starting replicas count from their arrival", 300_000.0, 6, 100.0, 19),
+        # without a record of their launch (a restart), they count as arriving now
+        ("an unknown wave counts as arriving now", 300_000.0, 6, None, 15),
+        # capacity on its way that drains it in time: nothing more
+        ("nothing twice", 30_000.0, 6, 100.0, 8),
+    ],
+)
+def test_a_backlog_asks_for_what_drains_it_within_a_cold_start(
+    label: str, backlog: float, starting: int, wave_age: float | None, want: int
+) -> None:
+    now = 600.0
+    state: dict = {"desired": 2 + starting, "cost": 2.0}
+    if wave_age is not None:
+        state["wave"] = now - wave_age
+    d, _ = OURS.decide(inp(now, _backlog_window(now, backlog), 2, starting), state)
+    assert d.desired == want, label
+    # Knative's count (every waiting request as concurrent demand) would ask for 430+.
+    assert d.desired < (200 + backlog) / T / 10
+
+
+def test_a_surge_backlog_drains_within_a_cold_start_without_a_second_wave() -> None:
+    # 5 -> 150 req/s of 2 s requests on one replica: 300 in flight, 3 replicas at full
+    # slots, 4 with the 25 % spare. While the first wave boots (300 s) the queue grows by
+    # 200 x 300 s of work; sized on the load alone, it would drain on 100 spare slots over
+    # three more cold starts, and reading full slots as load ratchets up each time.
+    cold = 300.0
+    run = FluidRun(OURS, SPEC, lambda t: 150.0 if t > 600 else 5.0, cold_start_s=cold, ready=1)
+    run.run(3000.0)
+    launches = [t for t, d, live in run.decisions if d.desired > live]
+    assert launches and max(launches) < 600 + 30  # one wave, within its first ticks
+    # 3 replicas carry the load at full slots, 2 more drain the first wave's backlog (200 x
+    # 305 s of work) within 305 s, and the queue already there at the first tick rounds up
+    peak = max(d.desired for _, d, _ in run.decisions)
+    assert peak == 6
+    waiting = [s.t for s in run.samples if s.queue_depth >= 0.5]
+    assert not waiting or max(waiting) < 600 + 2 * (cold + 5) + 30
+    # once drained, the replicas bought for the backlog go (down to the load with spare)
+    assert run.decisions[-1][1].desired == math.ceil(300 * 1.25 / 100)
+
+
+def test_full_slots_after_a_queue_drains_are_not_offered_load() -> None:
+    # The queue emptied at t=540 (just before this window); for the next service times
+    # (20 s each) the slots still hold requests that waited: 600 in flight against 10 req/s
+    # x 20 s = 200 offered. Without the record of the queue, 600 reads as load.
+    now = 600.0
+    w = window(now, conc=lambda t: 600.0 if t < 560 else 200.0, rate=10.0, length=60)
+    state = {"desired": 6, "cost": 20.0, "dip": []}
+    drained, _ = OURS.decide(inp(now, w, ready=6), {**state, "queued_t": 540.0})
+    assert drained.desired == math.ceil(200 * 1.25 / 100)
+    unknown, _ = OURS.decide(inp(now, w, ready=6), state)
+    assert unknown.desired == math.ceil(600 * 1.25 / 100)
+
+
+def test_nothing_is_released_while_requests_wait() -> None:
+    # 10 ready replicas, a queue of 50 and almost no arrivals: the need is 1, but the
+    # backlog is served first; once it is gone the surplus goes (no dip was recorded).
+    now = 600.0
+    state = {"desired": 10, "cost": 2.0, "dip": []}
+    queued = window(now, conc=1000.0, rate=1.0, queue=50.0, length=60)
+    d, _ = OURS.decide(inp(now, queued, ready=10), state)
+    assert (d.desired, d.reason) == (10, "hold_backlog")
+    calm = window(now, conc=2.0, rate=1.0, length=60)
+    d, _ = OURS.decide(inp(now, calm, ready=10), state)
+    assert (d.desired, d.reason) == (5, "scale_down")  # at most half at once
 
 
 def test_saturated_without_a_learned_cost_reads_the_service_stage() -> None:
     # One replica full (100 slots) since a start with a wrong prior (spec: 2 s per request);
     # 37 req/s arrive, 10 complete per second, the queue grows by 27 per second. Little's
     # law on the service stage: 100 in service / 10 per second = 10 s per request, so the
-    # offered load is 370 in flight: ceil(370 / 70) replicas at once (no baseline yet, so
-    # the reserve is the load itself at target).
+    # offered load is 370 in flight.
     w = window(600.0, conc=100.0, rate=37.0, queue=lambda t: 27.0 * (t - 400.0), length=120)
     d, _ = OURS.decide(inp(600.0, w, ready=1), {"desired": 1})
-    assert d.desired == math.ceil(370 / T)
     assert "per-request cost 10.0" in d.detail
+    assert "peak load 370.0" in d.detail
+    # and the 5,400 waiting (54,000 slot-seconds) plus the 270 x 305 s more that queue
+    # before new capacity arrives must drain within 305 s more, at 100 slots a replica
+    assert d.desired == math.ceil((370 + (5400 * 10 + 270 * 305) / 305) / 100)
+    assert d.reason == "scale_up_backlog"
 
 
 def test_holds_through_a_dip_shorter_than_a_cold_start_then_releases() -> None:
@@ -128,16 +196,34 @@ def test_bounds(lo: int, hi: int, conc: float, want: int) -> None:
     assert d.desired == want
 
 
+def test_slots_still_full_after_a_queue_do_not_teach_a_higher_cost() -> None:
+    # 2 s requests at 50 req/s (100 in service) for 10 minutes, then a minute of queue,
+    # then the backlog being served: 300 in service at the same 50 req/s for 30 s (would
+    # read as 6 s requests), then back to 100.
+    def sample(t: int) -> MetricsSample:
+        queued = 600 <= t < 660
+        in_flight = 100.0 if t < 600 or t >= 690 else 300.0
+        return MetricsSample(float(t), 50.0, in_flight, 40.0 if queued else 0.0)
+
+    state: dict = {}
+    forecast.fold(state, [sample(t) for t in range(1200)], "concurrency", 1.0)
+    assert state["queued_t"] == 659.0
+    assert state["cost"] == pytest.approx(2.0, rel=0.01)
+
+
 def test_trend_looks_ahead_by_the_cold_start() -> None:
     ramp = lambda t: 20.0 + 0.2 * t  # noqa: E731  +12 req/s per minute
-    got = {}
+    first = {}
     for cold_start_s in (0.0, 300.0):
         run = FluidRun(OURS, SPEC, ramp, service_s=2.0, cold_start_s=cold_start_s, ready=3)
-        got[cold_start_s] = run.run(1000.0)[-1][1].desired
-    # 220 req/s x 2 s at the end: 440 in flight, x 1.25 margin = 6 replicas of 100 slots
-    # with no lead time; with a 300 s cold start the rise over that horizon is added.
-    assert got[0.0] == 6
-    assert got[300.0] > got[0.0]
+        decisions = run.run(1000.0)
+        first[cold_start_s] = [
+            next(t for t, d, _ in decisions if d.desired >= n) for n in (4, 5, 6)
+        ]
+        # 220 req/s x 2 s at the end: 440 in flight, x 1.25 margin = 6 replicas of 100
+        assert decisions[-1][1].desired >= 6
+    # With a 300 s cold start the rise over that horizon is asked for earlier, each step.
+    assert all(a < b for a, b in zip(first[300.0], first[0.0], strict=True)), first
 
 
 # The 6 h baseline is the plain mean of the history until it spans 6 h (here 1.5 h).
@@ -233,7 +319,7 @@ def test_queued_offered_load_averages_a_whole_service_time_of_arrivals() -> None
         )
         for t in range(60)
     )
-    peak = OURS._peak_load(samples, 20.0, "concurrency", 1.0)
+    peak = max(OURS._offered_load(samples, 20.0, "concurrency", 1.0))
     assert peak == pytest.approx((300.0 + 19 * 10.0) / 20 * 20.0)
 
 
