@@ -189,9 +189,7 @@ def _close_bucket(state: dict[str, Any], b: list[float], concurrency: bool) -> N
             # a lower bound of the true one while filling, so the skip never runs long.
             return
         queued = state.get("queued_t")
-        settled = (
-            None if queued is None or old is None else queued + AFTER_QUEUE_SERVICE_TIMES * old
-        )
+        settled = None if queued is None else queued + AFTER_QUEUE_SERVICE_TIMES * (old or cost)
         if concurrency and settled is not None and start < settled:
             # Just after a queue: the slots still hold requests that waited, and would
             # read as costlier ones.

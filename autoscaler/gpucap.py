@@ -290,7 +290,19 @@ class GpucapAutoscaler:
             if cost is not None and s.t - last_queued < max(AFTER_QUEUE * cost, step):
                 lo = max(0, i + 1 - span)
                 recent_rates = [x.arrival_rate for x in samples[lo : lo + span]]
-                load = sum(recent_rates) / len(recent_rates) * cost
+                estimate = sum(recent_rates) / len(recent_rates) * cost
+                # While the queue grows over a service time, more arrives than the busy
+                # slots complete: the load is at least what they held throughout (a floor
+                # against a cost read too low; over a service time, since completions of
+                # requests that started together come together).
+                back = samples[i - span : i + 1] if i >= span else ()
+                if back and s.queue_depth > max(back[0].queue_depth, QUEUE_FREE):
+                    held = min(
+                        (x.tokens_per_s if metric == "tokens_per_s" else x.in_flight) or 0.0
+                        for x in back
+                    )
+                    estimate = max(estimate, held)
+                load = estimate
             loads.append(load)
         return loads
 

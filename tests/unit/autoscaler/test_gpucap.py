@@ -138,6 +138,16 @@ def test_full_slots_after_a_queue_drains_are_not_offered_load() -> None:
     assert unknown.desired == math.ceil(600 * 1.25 / 100)
 
 
+def test_a_growing_queue_is_at_least_the_load_its_busy_slots_hold() -> None:
+    # A cost read far too low (1.4 s for 4.5 s requests): arrivals x cost say 73 in flight,
+    # but the queue keeps growing behind 200 busy slots, so the load is at least 200:
+    # ceil(200 x 1.25 / 100) replicas, not the 2 already there.
+    now = 600.0
+    w = window(now, conc=200.0, rate=52.0, queue=lambda t: 7.6 * (t - 400.0), length=60)
+    d, _ = OURS.decide(inp(now, w, ready=2), {"desired": 2, "cost": 1.4, "dip": []})
+    assert d.desired == math.ceil(200 * 1.25 / 100)
+
+
 def test_nothing_is_released_while_requests_wait() -> None:
     # 10 ready replicas, a queue of 50 and almost no arrivals: the need is 1, but the
     # backlog is served first; once it is gone the surplus goes (no dip was recorded).

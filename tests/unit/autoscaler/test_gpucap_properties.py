@@ -75,6 +75,9 @@ def test_bounds_hold_and_no_data_never_changes_scale(spec, ticks, cold) -> None:
 @example(rate=8.5, service=8.5, cold=30.0)
 # 10x overloaded from its first sample: the cost comes from the service stage alone.
 @example(rate=211.0, service=5.0, cold=600.0)
+# Overloaded from the start, the filling slots read 1.4 s for 4.5 s requests: stuck at 2
+# replicas while the queue grew, until the busy slots of a growing queue became a floor.
+@example(rate=52.0, service=4.5, cold=30.0)
 def test_no_flapping_under_constant_load(rate: float, service: float, cold: float) -> None:
     run = FluidRun(OURS, SPEC, lambda t: rate, service_s=service, cold_start_s=cold, ready=1)
     series = [d.desired for _, d, _ in run.run(3 * cold + 1200.0)]
