@@ -11,8 +11,10 @@ minutes on a 2-core machine.
 
 ``--autoscalers ours --reuse`` re-runs only gpucap's rows and keeps every other row from
 the last run's ``bench/results.json``: each row records the commit it was measured at, and
-reuse is refused unless git shows that nothing those rows run has changed since (only
-gpucap's own decider modules, tests, docs or the bench's rendering). Replays are
+reuse is refused unless git shows that nothing those rows run has changed since. A run
+records the files it replayed (its import closure, the fleet file) and only those, with the
+dependency pins, can block; for rows saved before that was recorded, anything but gpucap's
+own decider modules, tests, docs or the bench's rendering does. Replays are
 deterministic, so a reused row is the row a full run would print; a full run takes over an
 hour here, gpucap's rows alone a few minutes.
 """
@@ -172,10 +174,39 @@ def changed_since(commit: str) -> list[str]:
     return out.stdout.split()
 
 
-def blocking_changes(paths: list[str], rerun_ours: bool) -> list[str]:
-    """The changed paths that may change a kept row's replay: anything but tests, docs and
-    the bench itself, and gpucap's own modules only when its rows are kept too."""
+# What a replay depends on besides the modules it imports: the dependency pins.
+ALWAYS_REPLAYED = ("pyproject.toml",)
+
+
+def replayed_files(*read: Path) -> list[str]:
+    """The project's files this process has run -- every imported module under the
+    checkout, outside the bench and tests -- plus the data files it ``read``: a change to
+    any other file cannot change what it replayed."""
+    files = {str(p.resolve().relative_to(ROOT)) for p in read}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        resolved = Path(path).resolve()
+        if not resolved.is_relative_to(ROOT) or resolved.is_relative_to(ROOT / ".venv"):
+            continue
+        rel = str(resolved.relative_to(ROOT))
+        if not rel.startswith(RUNS_NOTHING):
+            files.add(rel)
+    return sorted(files)
+
+
+def blocking_changes(
+    paths: list[str], rerun_ours: bool, replayed: list[str] | None = None
+) -> list[str]:
+    """The changed paths that may change a kept row's replay, and gpucap's own modules
+    only when its rows are kept too. With the files the kept rows' run ``replayed`` (its
+    import closure and data), only those and the dependency pins; without (runs saved
+    before it was recorded), anything but tests, docs and the bench itself."""
     own = OURS_ONLY if rerun_ours else ()
+    if replayed is not None:
+        used = set(replayed) | set(ALWAYS_REPLAYED)
+        return [p for p in paths if p in used and p not in own]
     return [
         p
         for p in paths
@@ -199,7 +230,10 @@ def merge_rows(fresh: dict[str, Any], saved: dict[str, Any] | None) -> dict[str,
     have = {r["autoscaler"]: r for r in fresh["rows"]}
     old = {r["autoscaler"]: r for r in saved["rows"]}
     rows = [have.get(name) or old[name] for name in ALL if name in have or name in old]
-    return {**fresh, "rows": rows}
+    # What the merged rows replayed: both runs' files (unknown if the saved run's is).
+    both = [fresh.get("replayed_files"), saved.get("replayed_files")]
+    files = None if None in both else sorted(set(both[0] or ()) | set(both[1] or ()))
+    return {**fresh, "rows": rows, "replayed_files": files}
 
 
 def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") -> dict[str, Any]:
@@ -238,6 +272,7 @@ def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") 
     wall = statistics.median(walls)
     return {
         "scenario": sc.name,
+        "replayed_files": replayed_files(sc.fleet),
         "seed": SEED,
         "slo_target": SLO_TARGET,
         "requests": trace.requests,
@@ -626,19 +661,24 @@ def _reusable(path: Path, chosen: list[Scenario], names: tuple[str, ...]) -> dic
     if missing:
         raise SystemExit(f"--reuse: {path} has no rows for {', '.join(missing)}")
     kept = [n for n in ALL if n not in names]
-    commits = {
-        row.get("commit", saved["commit"])
-        for s in chosen
-        for row in by_scenario[s.name]["rows"]
-        if row["autoscaler"] in kept
-    }
-    for since in sorted(commits):
-        blockers = blocking_changes(changed_since(since), rerun_ours="ours" not in kept)
-        if blockers:
-            raise SystemExit(
-                f"--reuse: since {since} these changed and may change the rows of "
-                f"{', '.join(kept)}: {', '.join(blockers)}; run every autoscaler"
+    changed = functools.cache(changed_since)
+    for s in chosen:
+        result = by_scenario[s.name]
+        commits = {
+            row.get("commit", saved["commit"])
+            for row in result["rows"]
+            if row["autoscaler"] in kept
+        }
+        for since in sorted(commits):
+            blockers = blocking_changes(
+                changed(since), "ours" not in kept, result.get("replayed_files")
             )
+            if blockers:
+                raise SystemExit(
+                    f"--reuse: since {since} these changed and may change the rows of "
+                    f"{', '.join(kept)} in {s.name}: {', '.join(blockers)}; "
+                    "run every autoscaler"
+                )
     # The oldest run the kept rows come from, as the page's header names it; rows saved
     # before they carried their commit get that run's.
     origin = saved.get("reused") or {"commit": saved["commit"], "wall_s": saved["wall_s"]}

@@ -98,3 +98,53 @@ def test_reuse_checks_the_commit_each_kept_row_was_measured_at(
         bench._reusable(path, chosen, ("ours",))
     with pytest.raises(SystemExit, match="has no rows for other"):
         bench._reusable(path, [bench.Scenario("other", (), "note")], ("ours",))
+
+
+def test_with_the_files_a_run_replayed_only_those_block(bench: ModuleType) -> None:
+    replayed = ["autoscaler/gpucap.py", "controlplane/simulator/engine.py", "schema/fleet.py"]
+    replayed += ["examples/fleet-gpu-mix.yaml"]
+    changed = [
+        "controlplane/loop/views.py",  # the daemon's, never imported by a replay
+        "controlplane/grpc/convert.py",
+        "examples/policy.yaml",
+        "schema/fleet.py",
+        "examples/fleet-gpu-mix.yaml",
+        "autoscaler/gpucap.py",
+        "pyproject.toml",  # dependency pins: always
+    ]
+    assert bench.blocking_changes(changed, rerun_ours=True, replayed=replayed) == [
+        "schema/fleet.py",
+        "examples/fleet-gpu-mix.yaml",
+        "pyproject.toml",
+    ]
+    assert "autoscaler/gpucap.py" in bench.blocking_changes(changed, False, replayed)
+
+
+def test_a_run_records_its_import_closure_and_fleet() -> None:
+    # In a fresh interpreter: what importing the bench (and so the simulator) pulls in.
+    script = str(ROOT / "bench" / "simulate_bench.py")
+    code = (
+        "import importlib.util, json, sys; "
+        f"spec = importlib.util.spec_from_file_location('b', {script!r}); "
+        "b = importlib.util.module_from_spec(spec); sys.modules['b'] = b; "
+        "spec.loader.exec_module(b); "
+        "print(json.dumps(b.replayed_files(b.ROOT / 'examples' / 'fleet-llm.yaml')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    files = json.loads(out.stdout)
+    assert {"controlplane/simulator/engine.py", "autoscaler/gpucap.py"} <= set(files)
+    assert "examples/fleet-llm.yaml" in files
+    assert not [f for f in files if f.startswith(("tests/", "bench/", ".venv/"))]
+    # the daemon's loop, gRPC and providers are not part of a replay
+    assert not [f for f in files if f.startswith(("controlplane/loop/", "controlplane/grpc/"))]
+    assert not [f for f in files if f.startswith("providers/")]
+
+
+def test_merged_rows_replayed_both_runs_files_or_unknown(bench: ModuleType) -> None:
+    base = {"seed": bench.SEED, "slo_target": 0.99}
+    saved = {**_scenario({n: 1.0 for n in bench.ALL}, "old"), **base, "replayed_files": ["a"]}
+    fresh = {**_scenario({"ours": 2.0}, "new"), **base, "replayed_files": ["b"]}
+    assert bench.merge_rows(fresh, saved)["replayed_files"] == ["a", "b"]
+    unknown = {k: v for k, v in saved.items() if k != "replayed_files"}
+    assert bench.merge_rows(fresh, unknown)["replayed_files"] is None
