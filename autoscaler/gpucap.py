@@ -10,7 +10,8 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    SLO is about the wait of each request, so bursts inside the window matter. Where requests
    did not queue, a sample's metric is the offered load; where they queued, or did within
    a few service times (the slots then hold requests that waited), it is estimated from
-   arrivals (requests that arrived within one service time). The queue itself is a
+   arrivals (requests that arrived within one service time), and is at least what the
+   busy slots hold while the queue grows over a service time. The queue itself is a
    backlog that drains once capacity arrives; counting it as concurrent demand is the
    Knative panic overshoot (autoscalers.md §6.1), so here it never does (step 6 asks only
    for what drains it within a cold start).
