@@ -56,6 +56,7 @@ from schema.types import TERMINAL_NODE_STATES, Cloud, NodeState, Owner
 
 T = TypeVar("T")
 R = TypeVar("R")
+Q = TypeVar("Q", bound="Select[*tuple[Any, ...]]")  # any select, narrowed by _matching
 K = TypeVar("K", int, str)
 
 # --------------------------------------------------------------------------------------
@@ -692,13 +693,12 @@ class ControlPlaneService:
                 "kind", f"unknown decision kind {kind!r} (one of: {', '.join(DECISION_KINDS)})"
             )
         limit = _page_limit(since_id, limit, MAX_DECISIONS_PER_PAGE)
-        q = select(DecisionRecord)
-        if customer:
-            q = q.where(DecisionRecord.customer == customer)
-        if model:
-            q = q.where(DecisionRecord.model == model)
-        if kind:
-            q = q.where(DecisionRecord.kind == kind)
+        q = _matching(
+            select(DecisionRecord),
+            (DecisionRecord.customer, customer),
+            (DecisionRecord.model, model),
+            (DecisionRecord.kind, kind),
+        )
         if since is not None:
             q = q.where(DecisionRecord.at >= since)
         with self.store.session() as s:
@@ -758,12 +758,9 @@ class ControlPlaneService:
                 .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
                 .order_by(Node.customer, Node.pending_at, Node.id)
             )
-            if customer:
-                q = q.where(Node.customer == customer)
-            if model:
-                q = q.where(ModelRow.name == model)
-            if pool_id:
-                q = q.where(Node.pool_id == pool_id)
+            q = _matching(
+                q, (Node.customer, customer), (ModelRow.name, model), (Node.pool_id, pool_id)
+            )
             if wanted:
                 q = q.where(Node.state.in_(wanted))
             elif not include_terminal:
@@ -779,10 +776,7 @@ class ControlPlaneService:
     ) -> list[PoolView]:
         with self.store.session() as s:
             q = select(Pool).order_by(Pool.customer, Pool.tier, Pool.price_usd_per_hour, Pool.id)
-            if customer:
-                q = q.where(Pool.customer == customer)
-            if cloud:
-                q = q.where(Pool.cloud == cloud)
+            q = _matching(q, (Pool.customer, customer), (Pool.cloud, cloud))
             if not include_inactive:
                 q = q.where(Pool.active.is_(True))
             pools = list(s.scalars(q))
@@ -848,11 +842,7 @@ class ControlPlaneService:
         """Events with id > ``since_id``, oldest first, at most ``limit``. With
         ``since_id == 0`` the *newest* ``limit`` events (what ``tail`` shows)."""
         limit = _page_limit(since_id, limit, MAX_EVENTS_PER_PAGE)
-        q = select(Event)
-        if customer:
-            q = q.where(Event.customer == customer)
-        if model:
-            q = q.where(Event.model == model)
+        q = _matching(select(Event), (Event.customer, customer), (Event.model, model))
         with self.store.session() as s:
             return _page(s, q, Event.id, since_id, limit)
 
@@ -1210,6 +1200,15 @@ def _page_limit(since_id: int, limit: int, most: int) -> int:
     if limit < 0:
         raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
     return min(limit or 100, most)
+
+
+def _matching(q: Q, *filters: tuple[InstrumentedAttribute[Any], str | None]) -> Q:
+    """``q`` narrowed to rows whose column equals each filter's value; an unset (None or
+    empty) filter matches everything."""
+    for column, value in filters:
+        if value:
+            q = q.where(column == value)
+    return q
 
 
 def _page(
