@@ -193,10 +193,12 @@ class GpucapAutoscaler:
             if idle_for < spec.scale_to_zero_grace_s:
                 need = 1
 
+        # 7. Rate limits, the scale-up delay and the dip hold (``_smooth``); and nothing is
+        # released while requests wait. (That hold is not a need in the dip window: once
+        # the queue is gone, the replicas bought to drain it go as soon as the need that
+        # launched them is a cold start old.)
         desired, reason = self._smooth(st, inp, prev, need, reason)
         if queued >= QUEUE_FREE and desired < min(prev, live):
-            # Nothing is released while requests wait. (Kept out of the dip window: once
-            # the backlog has drained, the replicas bought to drain it go at once.)
             desired, reason = min(prev, live), "hold_backlog"
         if desired > live and live == inp.replicas.ready:
             st["wave"] = now  # a cold start begins: step 6 projects its arrival
@@ -210,7 +212,7 @@ class GpucapAutoscaler:
             f"growth {growth:.2f} over {horizon:.0f} s, reserve for typical load {typical:.1f} "
             f"-> need {need} at {target:g}/replica; "
             f"live {live} "
-            f"(ready {inp.replicas.ready})"
+            f"(ready {inp.replicas.ready}), queue {queued:.0f}"
         )
         return Decision(desired, reason, detail), st
 
