@@ -25,6 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from autoscaler.types import MetricsSample
+from autoscaler.window import in_service
 
 BUCKET_S = 30.0  # aggregation of rate samples before smoothing (Poisson noise averages out)
 ALPHA = 0.3  # level smoothing per bucket (~100 s memory)
@@ -134,8 +135,8 @@ def _accumulate(state: dict[str, Any], s: MetricsSample, dt: float, metric: str)
         if b is not None and b[1] > 0:
             _close_bucket(state, b, metric == "concurrency")
         b = [s.t - dt, 0.0, 0.0, 0.0, 0.0]
-    used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
-    b = [b[0], b[1] + dt, b[2] + s.arrival_rate * dt, b[3] + (used or 0.0) * dt, b[4]]
+    used = in_service(s, metric)
+    b = [b[0], b[1] + dt, b[2] + s.arrival_rate * dt, b[3] + used * dt, b[4]]
     b[4] += s.queue_depth * dt
     state["bucket"] = b
     if s.queue_depth >= QUEUE_FREE:

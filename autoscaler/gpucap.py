@@ -61,6 +61,7 @@ from autoscaler.types import (
     State,
 )
 from autoscaler.window import (
+    in_service,
     latest_t,
     mean_arrival_rate,
     mean_in_flight,
@@ -180,7 +181,9 @@ class GpucapAutoscaler:
 
         # 6. Backlog: enough replicas that the backlog projected to the time capacity asked
         # for now arrives drains within one more horizon (see ``_backlog_need``).
-        need_q = self._backlog_need(st, inp, peak, queued, cost, capacity, horizon)
+        if live == inp.replicas.ready:
+            st.pop("wave", None)  # nothing starting: no cold-start wave to project
+        need_q = self._backlog_need(inp, st.get("wave"), peak, queued, cost, capacity, horizon)
         if need_q > need:
             need, reason = need_q, "scale_up_backlog"
 
@@ -282,12 +285,12 @@ class GpucapAutoscaler:
         if metric == "concurrency" and cost is not None:
             span = max(1, min(len(samples), round(cost / step)))
         # (A queue inside the window is found below; ``queued_at`` may be one of them.)
-        before = queued_at is not None and bool(samples) and queued_at < samples[0].t
-        last_queued = queued_at if before and queued_at is not None else -math.inf
+        last_queued = -math.inf
+        if queued_at is not None and samples and queued_at < samples[0].t:
+            last_queued = queued_at
         loads = []
         for i, s in enumerate(samples):
-            used = s.tokens_per_s if metric == "tokens_per_s" else s.in_flight
-            load = used or 0.0
+            load = in_service(s, metric)
             if s.queue_depth >= QUEUE_FREE:
                 last_queued = s.t
             if cost is not None and s.t - last_queued < max(AFTER_QUEUE * cost, step):
@@ -300,19 +303,15 @@ class GpucapAutoscaler:
                 # requests that started together come together).
                 back = samples[i - span : i + 1] if i >= span else ()
                 if back and s.queue_depth > max(back[0].queue_depth, QUEUE_FREE):
-                    held = min(
-                        (x.tokens_per_s if metric == "tokens_per_s" else x.in_flight) or 0.0
-                        for x in back
-                    )
-                    estimate = max(estimate, held)
+                    estimate = max(estimate, min(in_service(x, metric) for x in back))
                 load = estimate
             loads.append(load)
         return loads
 
     @staticmethod
     def _backlog_need(
-        st: dict[str, Any],
         inp: AutoscalerInput,
+        wave: float | None,
         load: float,
         queued: float,
         cost: float | None,
@@ -327,15 +326,13 @@ class GpucapAutoscaler:
         a surge's queue would drain on its 25 % spare over four cold starts; reading full
         slots as load instead ratchets up by that spare at every cold start. Counting the
         starting replicas at their arrival is what keeps this from launching twice: the
-        backlog they will meet is the one they were sized for."""
+        backlog they will meet is the one they were sized for. ``wave``: when the starting
+        replicas were asked for (None after a restart lost it)."""
         ready, live = inp.replicas.ready, inp.replicas.live
-        if live == ready:
-            st.pop("wave", None)
         if cost is None or horizon <= 0 or queued < QUEUE_FREE:
             return 0  # (no queue: the load fits; with tokens/s, capacity is only estimated)
         # Starting replicas arrive when their wave's cold start ends (without a recorded
         # wave, after a restart, they count as arriving now: never a second launch).
-        wave = st.get("wave")
         arrive = 0.0 if wave is None else min(horizon, max(0.0, float(wave) + horizon - inp.now))
         backlog = queued * cost + (load - ready * capacity) * arrive
         backlog = max(0.0, backlog) + (load - live * capacity) * (horizon - arrive)

@@ -38,6 +38,13 @@ def concurrency(sample: MetricsSample) -> float:
     return sample.in_flight + sample.queue_depth
 
 
+def in_service(sample: MetricsSample, metric: str) -> float:
+    """What the replicas are serving, in the scaling metric's units: requests in flight
+    (not waiting), or tokens/s; 0 where the sample does not carry it."""
+    used = sample.tokens_per_s if metric == "tokens_per_s" else sample.in_flight
+    return used or 0.0
+
+
 def mean_concurrency(samples: Sequence[MetricsSample]) -> float | None:
     if not samples:
         return None
