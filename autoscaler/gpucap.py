@@ -61,6 +61,7 @@ from autoscaler.types import (
     State,
 )
 from autoscaler.window import (
+    concurrency,
     in_service,
     latest_t,
     mean_arrival_rate,
@@ -126,7 +127,17 @@ class GpucapAutoscaler:
         busy = rate_s > 0 or (observed or 0.0) > IDLE_LOAD or queued > 0
         if busy:
             st["last_busy"] = now
-        cost, unqueued = self._cost(model, stable, rate_s, observed, step, spec, st.get("hint"))
+        cost, unqueued = self._cost(
+            model,
+            stable,
+            rate_s,
+            observed,
+            step,
+            spec,
+            st.get("hint"),
+            st.get("origin_t"),
+            st.get("queued_t"),
+        )
         if unqueued:
             st["hint"] = cost  # for a window that queues all along, until a cost is learned
         target = max(spec.target_per_replica, 1e-9)
@@ -230,6 +241,8 @@ class GpucapAutoscaler:
         step: float,
         spec: ScalingSpec,
         hint: float | None = None,
+        origin: float | None = None,
+        queued_at: float | None = None,
     ) -> tuple[float | None, bool]:
         """Metric units per (request/s), and whether it was read where requests did not
         queue: learned, else Little's law on the window, else the spec's profiled service
@@ -238,32 +251,50 @@ class GpucapAutoscaler:
         minute before it. (Applied to the whole window, the queue's growth is set against
         arrivals averaged over the calm part too; with gauges and rates scraped at different
         instants, `make demo` read 4 s requests as 543 s there and asked for 157 replicas.)
-        Where they queue all along, the last unqueued reading (``hint``) stands; without one,
-        Little's law is applied to the service stage alone -- what is being served over the
-        completion rate (arrivals minus the queue's growth) -- since over the whole system
-        it counts the wait as service, and a backlog growing during a cold start would read
-        as ever costlier requests (and launch ever more)."""
+        Those samples teach nothing within a few service times after a queue (``queued_at``
+        is the newest before the window; the slots still hold requests that waited, which
+        reads as costlier ones), nor, for concurrency, while the slots are still filling
+        after a cold origin (``origin``): that reading is only a lower bound, kept as one.
+        Where no sample is left, the last unqueued reading (``hint``) stands; without one,
+        Little's law is applied to the service stage alone -- what is being served over
+        the completion rate (arrivals minus the growth of the requests in the system) --
+        since over the whole system it counts the wait as service, and a backlog growing
+        during a cold start would read as ever costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
             return model.cost, False
+        floor = 0.0
         if observed is not None and observed > 0 and rate >= MIN_RATE:
             queue = [s.queue_depth for s in stable]
-            if sum(queue) / len(queue) < QUEUE_FREE:
-                return observed / rate, True
-            free = [s for s in stable if s.queue_depth < QUEUE_FREE]
-            free_rate = mean_arrival_rate(free) or 0.0
-            free_load = mean_metric(free, spec.metric) or 0.0
-            if free_rate >= MIN_RATE and free_load > 0:
-                return free_load / free_rate, True
+            free = list(stable)  # a calm window: its samples' queues average out
+            if sum(queue) / len(queue) >= QUEUE_FREE:
+                free = [s for s in stable if s.queue_depth < QUEUE_FREE]
+            reading = _littles_law(free, spec.metric)
+            if reading is not None:  # (like forecast's cost learner, after any queue)
+                free = _settled(stable, free, AFTER_QUEUE * reading, step, queued_at)
+                reading = _littles_law(free, spec.metric)
+            # Still filling from a cold origin: while nothing has completed, each sample's
+            # in-flight is what arrived since the origin, so the reading is at least half
+            # the newest sample's age there (and only a lower bound of the cost).
+            filling = (
+                spec.metric == "concurrency"
+                and origin is not None
+                and reading is not None
+                and free[-1].t - origin <= 2 * reading + step
+            )
+            if reading is not None and not filling:
+                return reading, True
+            floor = reading or 0.0
             if hint is not None and hint > 0:
-                return hint, False
+                return max(hint, floor), False
             span = max(step, stable[-1].t - stable[0].t)
-            completions = rate - (queue[-1] - queue[0]) / span
+            system = [concurrency(s) for s in stable]
+            completions = rate - (system[-1] - system[0]) / span
             served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
             if completions >= MIN_RATE and served > 0:
-                return served / completions, False
+                return max(served / completions, floor), False
         if spec.metric == "concurrency" and spec.mean_service_s:
-            return spec.mean_service_s, False
-        return None, False
+            return max(spec.mean_service_s, floor), False
+        return (floor or None), False
 
     @staticmethod
     def _offered_load(
@@ -297,12 +328,14 @@ class GpucapAutoscaler:
                 lo = max(0, i + 1 - span)
                 recent_rates = [x.arrival_rate for x in samples[lo : lo + span]]
                 estimate = sum(recent_rates) / len(recent_rates) * cost
-                # While the queue grows over a service time, more arrives than the busy
-                # slots complete: the load is at least what they held throughout (a floor
-                # against a cost read too low; over a service time, since completions of
-                # requests that started together come together).
+                # While a queue grows over a service time (there at its start, longer at
+                # its end), more arrives than the busy slots complete: the load is at least
+                # what they held throughout (a floor against a cost read too low; over a
+                # service time, since completions of requests that started together come
+                # together). A queue that only began inside the span is not growth: it may
+                # be a release meeting the last of a backlog's residue.
                 back = samples[i - span : i + 1] if i >= span else ()
-                if back and s.queue_depth > max(back[0].queue_depth, QUEUE_FREE):
+                if back and QUEUE_FREE <= back[0].queue_depth < s.queue_depth:
                     estimate = max(estimate, min(in_service(x, metric) for x in back))
                 load = estimate
             loads.append(load)
@@ -402,6 +435,35 @@ class GpucapAutoscaler:
         held = max(inp.spec.min_replicas, min(inp.spec.max_replicas, prev))
         st["desired"] = held
         return Decision(held, reason, detail), st
+
+
+def _littles_law(samples: list[MetricsSample], metric: str) -> float | None:
+    """The mean metric over the mean arrival rate (Little's law), where both are known."""
+    rate = mean_arrival_rate(samples) or 0.0
+    load = mean_metric(samples, metric) or 0.0
+    return load / rate if rate >= MIN_RATE and load > 0 else None
+
+
+def _settled(
+    stable: tuple[MetricsSample, ...],
+    free: list[MetricsSample],
+    after: float,
+    step: float,
+    queued_at: float | None,
+) -> list[MetricsSample]:
+    """The samples of ``free`` at least ``after`` seconds past the last one (in ``stable``,
+    or ``queued_at`` before it) where requests waited."""
+    last = -math.inf  # (a queue inside the window is found below; ``queued_at`` may be one)
+    if queued_at is not None and stable and queued_at < stable[0].t:
+        last = queued_at
+    keep = {id(s) for s in free}
+    settled = []
+    for s in stable:
+        if s.queue_depth >= QUEUE_FREE:
+            last = max(last, s.t)
+        elif id(s) in keep and s.t - last >= max(after, step):
+            settled.append(s)
+    return settled
 
 
 def decide(inp: AutoscalerInput, state: State) -> tuple[Decision, State]:

@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler import GpucapAutoscaler, decide, forecast
 from autoscaler.types import MetricsSample, MetricsWindow, NoData
+from autoscaler.window import mean_metric
 
 from .synthetic import SPEC, FluidRun, desired_series, inp, window
 
@@ -499,3 +500,60 @@ def test_a_window_queued_all_along_reads_the_service_stage_or_the_last_calm_read
     assert cost == pytest.approx(4.0, rel=0.01) and not unqueued
     # A reading from before the window saturated stands over that estimate.
     assert GpucapAutoscaler._cost(model, w.samples, 50.0, 250.0, 1.0, SPEC, 3.0) == (3.0, False)
+
+
+def test_a_cold_origin_saturated_at_once_reads_the_service_stage_not_its_first_second() -> None:
+    # Traffic starts from nothing at 50 req/s of 4 s requests on one 100-slot replica: the
+    # first second holds 50 in flight (reads 1 s per request, the slots still filling), then
+    # the queue grows by 25/s. That one unqueued second used to stand as the cost (and size
+    # the backlog) until the queue was gone; it is only a lower bound.
+    def sample(t: int) -> MetricsSample:
+        return MetricsSample(float(t), 50.0, 50.0 if t == 1 else 100.0, 25.0 * (t - 1))
+
+    w = MetricsWindow(tuple(sample(t) for t in range(1, 13)))
+    model = forecast.view({})
+    args = (model, w.samples, 50.0, mean(w, "concurrency"), 1.0, SPEC, None)
+    cost, unqueued = GpucapAutoscaler._cost(*args, 0.0)
+    assert not unqueued and 3.5 < cost < 5.0
+    # Mid-traffic (no cold origin: a restart) the same second is a steady reading.
+    assert GpucapAutoscaler._cost(*args, None) == (pytest.approx(1.0), True)
+
+
+@pytest.mark.parametrize("queued_before_window", [False, True])
+def test_slots_full_of_requests_that_waited_do_not_read_as_the_cost(
+    queued_before_window: bool,
+) -> None:
+    # 2 s requests at 50 req/s: after a queue ends at t = 950, the slots hold 300 requests
+    # that waited for 4 s, then the 100 of the load. Read over the whole calm part: 2.32 s.
+    def sample(t: int) -> MetricsSample:
+        return MetricsSample(float(t), 50.0, 300.0 if t <= 954 else 100.0, 40.0 * (t <= 950))
+
+    first = 951 if queued_before_window else 941
+    w = MetricsWindow(tuple(sample(t) for t in range(first, 1001)))
+    cost, unqueued = GpucapAutoscaler._cost(
+        forecast.view({}), w.samples, 50.0, mean(w, "concurrency"), 1.0, SPEC, None, None, 950.0
+    )
+    assert (cost, unqueued) == (pytest.approx(2.0), True)
+
+
+def test_the_service_stage_counts_requests_that_moved_from_the_queue_into_service() -> None:
+    # 50 req/s of 4 s requests queue all along; a second replica arrives at t = 7 and takes
+    # 100 of the queue into service: completions go from 25/s to 50/s. Read from the queue
+    # alone, the 100 that moved into service count as completed (3.14 s); the requests in
+    # the system (served + waiting) grew by 125 in 11 s: 38.6 completions/s, 150 served.
+    def sample(t: int) -> MetricsSample:
+        if t <= 6:
+            return MetricsSample(float(t), 50.0, 100.0, 500.0 + 25.0 * (t - 1))
+        return MetricsSample(float(t), 50.0, 200.0, 525.0)
+
+    w = MetricsWindow(tuple(sample(t) for t in range(1, 13)))
+    cost, unqueued = GpucapAutoscaler._cost(
+        forecast.view({}), w.samples, 50.0, mean(w, "concurrency"), 1.0, SPEC
+    )
+    assert not unqueued and cost == pytest.approx(150.0 / (50.0 - 125.0 / 11.0))
+
+
+def mean(w: MetricsWindow, metric: str) -> float:
+    value = mean_metric(w.samples, metric)
+    assert value is not None
+    return value
