@@ -11,10 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import text
 
 from controlplane.store.db import Store, make_engine
 from controlplane.store.migrate import upgrade
+
+# No per-example deadline for property tests: on a shared 2-core machine one example can
+# take 300 ms for no reason of its own (a placement example did, under a bench run), and
+# speed is the benchmarks' business (bench/), not the tests'.
+settings.register_profile("gpucap", deadline=None)
+settings.load_profile("gpucap")
 
 PG_URL = os.environ.get("GPUCAP_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
