@@ -253,16 +253,18 @@ class GpucapAutoscaler:
         instants, `make demo` read 4 s requests as 543 s there and asked for 157 replicas.)
         Those samples teach nothing within a few service times after a queue (``queued_at``
         is the newest before the window; the slots still hold requests that waited, which
-        reads as costlier ones), nor, for concurrency, while the slots are still filling
-        after a cold origin (``origin``): that reading is only a lower bound, kept as one.
-        Where no sample is left, the last unqueued reading (``hint``) stands; without one,
+        reads as costlier ones: the reading that counted them is kept as an upper bound),
+        nor, for concurrency, while the slots are still filling after a cold origin
+        (``origin``): that reading is only a lower bound, kept as one. Where no sample is
+        left, the last unqueued reading (``hint``) stands, within those bounds; without one,
         Little's law is applied to the service stage alone -- what is being served over
         the completion rate (arrivals minus the growth of the requests in the system) --
         since over the whole system it counts the wait as service, and a backlog growing
         during a cold start would read as ever costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
             return model.cost, False
-        floor = 0.0
+        floor, ceiling = 0.0, math.inf
+        estimate: float | None = None
         if observed is not None and observed > 0 and rate >= MIN_RATE:
             queue = [s.queue_depth for s in stable]
             free = list(stable)  # a calm window: its samples' queues average out
@@ -270,31 +272,26 @@ class GpucapAutoscaler:
                 free = [s for s in stable if s.queue_depth < QUEUE_FREE]
             reading = _littles_law(free, spec.metric)
             if reading is not None:  # (like forecast's cost learner, after any queue)
-                free = _settled(stable, free, AFTER_QUEUE * reading, step, queued_at)
-                reading = _littles_law(free, spec.metric)
-            # Still filling from a cold origin: while nothing has completed, each sample's
-            # in-flight is what arrived since the origin, so the reading is at least half
-            # the newest sample's age there (and only a lower bound of the cost).
-            filling = (
-                spec.metric == "concurrency"
-                and origin is not None
-                and reading is not None
-                and free[-1].t - origin <= 2 * reading + step
-            )
-            if reading is not None and not filling:
+                settled = _settled(stable, free, AFTER_QUEUE * reading, step, queued_at)
+                if len(settled) < len(free) and not _filling(free, reading, origin, spec, step):
+                    ceiling = reading  # slots holding requests that waited read costlier
+                free, reading = settled, _littles_law(settled, spec.metric)
+            if reading is not None and not _filling(free, reading, origin, spec, step):
                 return reading, True
-            floor = reading or 0.0
-            if hint is not None and hint > 0:
-                return max(hint, floor), False
+            floor = reading or 0.0  # (None, or a lower bound while the slots fill)
             span = max(step, stable[-1].t - stable[0].t)
             system = [concurrency(s) for s in stable]
             completions = rate - (system[-1] - system[0]) / span
             served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
-            if completions >= MIN_RATE and served > 0:
-                return max(served / completions, floor), False
-        if spec.metric == "concurrency" and spec.mean_service_s:
-            return max(spec.mean_service_s, floor), False
-        return (floor or None), False
+            if hint is not None and hint > 0:
+                estimate = hint
+            elif completions >= MIN_RATE and served > 0:
+                estimate = served / completions
+        if estimate is None and spec.metric == "concurrency" and spec.mean_service_s:
+            estimate = spec.mean_service_s
+        if estimate is None:
+            return (floor or None), False
+        return max(floor, min(ceiling, estimate)), False
 
     @staticmethod
     def _offered_load(
@@ -442,6 +439,25 @@ def _littles_law(samples: list[MetricsSample], metric: str) -> float | None:
     rate = mean_arrival_rate(samples) or 0.0
     load = mean_metric(samples, metric) or 0.0
     return load / rate if rate >= MIN_RATE and load > 0 else None
+
+
+def _filling(
+    samples: list[MetricsSample],
+    reading: float,
+    origin: float | None,
+    spec: ScalingSpec,
+    step: float,
+) -> bool:
+    """Whether a concurrency reading may still be the slots filling after a cold origin:
+    while nothing has completed, each sample's in-flight is what arrived since the origin,
+    so the reading is at least half the newest sample's age there (and only a lower bound
+    of the cost)."""
+    return (
+        spec.metric == "concurrency"
+        and origin is not None
+        and bool(samples)
+        and samples[-1].t - origin <= 2 * reading + step
+    )
 
 
 def _settled(

@@ -536,6 +536,26 @@ def test_slots_full_of_requests_that_waited_do_not_read_as_the_cost(
     assert (cost, unqueued) == (pytest.approx(2.0), True)
 
 
+def test_a_calm_reading_after_a_queue_bounds_the_service_stage_from_above() -> None:
+    # Recorded by `make demo`: a model woken from zero by 45 waiting requests (3 s each)
+    # bursts 15 s later. Its only calm seconds follow the wake's queue, with the slots
+    # still full of requests that waited (6 s here, an upper bound); the service stage of
+    # the burst, from gauges scraped at different instants, read 16.3 s and asked for 29
+    # replicas. Here 2 s requests: the calm seconds read 6 s, the service stage 9.1 s.
+    def sample(t: int) -> MetricsSample:
+        if t <= 950:
+            return MetricsSample(float(t), 50.0, 100.0, 40.0)
+        if t <= 954:
+            return MetricsSample(float(t), 50.0, 300.0, 0.0)
+        return MetricsSample(float(t), 50.0, 100.0, 49.0 * (t - 954))
+
+    w = MetricsWindow(tuple(sample(t) for t in range(941, 1001)))
+    cost, unqueued = GpucapAutoscaler._cost(
+        forecast.view({}), w.samples, 50.0, mean(w, "concurrency"), 1.0, SPEC, None, None, None
+    )
+    assert (cost, unqueued) == (pytest.approx(6.0), False)
+
+
 def test_the_service_stage_counts_requests_that_moved_from_the_queue_into_service() -> None:
     # 50 req/s of 4 s requests queue all along; a second replica arrives at t = 7 and takes
     # 100 of the queue into service: completions go from 25/s to 50/s. Read from the queue
