@@ -45,6 +45,7 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,7 +273,9 @@ class GpucapAutoscaler:
                 free = [s for s in stable if s.queue_depth < QUEUE_FREE]
             reading = _littles_law(free, spec.metric)
             if reading is not None:  # (like forecast's cost learner, after any queue)
-                settled = _settled(stable, free, AFTER_QUEUE * reading, step, queued_at)
+                after = max(AFTER_QUEUE * reading, step)
+                since = _since_queue(stable, queued_at)
+                settled = [s for s, age in zip(stable, since, strict=True) if age >= after]
                 if len(settled) < len(free) and not _filling(free, reading, origin, spec, step):
                     ceiling = reading  # slots holding requests that waited read costlier
                 free, reading = settled, _littles_law(settled, spec.metric)
@@ -312,16 +315,10 @@ class GpucapAutoscaler:
         span = 1
         if metric == "concurrency" and cost is not None:
             span = max(1, min(len(samples), round(cost / step)))
-        # (A queue inside the window is found below; ``queued_at`` may be one of them.)
-        last_queued = -math.inf
-        if queued_at is not None and samples and queued_at < samples[0].t:
-            last_queued = queued_at
         loads = []
-        for i, s in enumerate(samples):
+        for i, (s, since) in enumerate(zip(samples, _since_queue(samples, queued_at), strict=True)):
             load = in_service(s, metric)
-            if s.queue_depth >= QUEUE_FREE:
-                last_queued = s.t
-            if cost is not None and s.t - last_queued < max(AFTER_QUEUE * cost, step):
+            if cost is not None and since < max(AFTER_QUEUE * cost, step):
                 lo = max(0, i + 1 - span)
                 recent_rates = [x.arrival_rate for x in samples[lo : lo + span]]
                 estimate = sum(recent_rates) / len(recent_rates) * cost
@@ -460,26 +457,20 @@ def _filling(
     )
 
 
-def _settled(
-    stable: tuple[MetricsSample, ...],
-    free: list[MetricsSample],
-    after: float,
-    step: float,
-    queued_at: float | None,
-) -> list[MetricsSample]:
-    """The samples of ``free`` at least ``after`` seconds past the last one (in ``stable``,
-    or ``queued_at`` before it) where requests waited."""
-    last = -math.inf  # (a queue inside the window is found below; ``queued_at`` may be one)
-    if queued_at is not None and stable and queued_at < stable[0].t:
+def _since_queue(samples: Sequence[MetricsSample], queued_at: float | None) -> list[float]:
+    """Seconds from the newest sample where requests waited (in ``samples``, or
+    ``queued_at`` before them) to each sample: 0 where it waited itself, infinite where no
+    queue is known. (``queued_at`` is the newest such sample; inside the window it is found
+    again here.)"""
+    last = -math.inf
+    if queued_at is not None and samples and queued_at < samples[0].t:
         last = queued_at
-    keep = {id(s) for s in free}
-    settled = []
-    for s in stable:
+    since = []
+    for s in samples:
         if s.queue_depth >= QUEUE_FREE:
-            last = max(last, s.t)
-        elif id(s) in keep and s.t - last >= max(after, step):
-            settled.append(s)
-    return settled
+            last = s.t
+        since.append(s.t - last)
+    return since
 
 
 def decide(inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
