@@ -66,6 +66,7 @@ from autoscaler.window import (
     in_service,
     latest_t,
     mean_arrival_rate,
+    mean_completion_rate,
     mean_in_flight,
     mean_metric,
     recent,
@@ -259,7 +260,8 @@ class GpucapAutoscaler:
         (``origin``): that reading is only a lower bound, kept as one. Where no sample is
         left, the last unqueued reading (``hint``) stands, within those bounds; without one,
         Little's law is applied to the service stage alone -- what is being served over
-        the completion rate (arrivals minus the growth of the requests in the system) --
+        the completion rate (counted where the samples carry it, else arrivals minus the
+        growth of the requests in the system) --
         since over the whole system it counts the wait as service, and a backlog growing
         during a cold start would read as ever costlier requests (and launch ever more)."""
         if model.cost is not None and model.cost > 0:
@@ -282,14 +284,13 @@ class GpucapAutoscaler:
             if reading is not None and not _filling(free, reading, origin, spec, step):
                 return reading, True
             floor = reading or 0.0  # (None, or a lower bound while the slots fill)
-            span = max(step, stable[-1].t - stable[0].t)
-            system = [concurrency(s) for s in stable]
-            completions = rate - (system[-1] - system[0]) / span
-            served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
             if hint is not None and hint > 0:
                 estimate = hint
-            elif completions >= MIN_RATE and served > 0:
-                estimate = served / completions
+            else:
+                served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
+                completions = _completion_rate(stable, rate, step)
+                if completions >= MIN_RATE and served > 0:
+                    estimate = served / completions
         if estimate is None and spec.metric == "concurrency" and spec.mean_service_s:
             estimate = spec.mean_service_s
         if estimate is None:
@@ -436,6 +437,16 @@ def _littles_law(samples: list[MetricsSample], metric: str) -> float | None:
     rate = mean_arrival_rate(samples) or 0.0
     load = mean_metric(samples, metric) or 0.0
     return load / rate if rate >= MIN_RATE and load > 0 else None
+
+
+def _completion_rate(samples: tuple[MetricsSample, ...], rate: float, step: float) -> float:
+    """Requests/s completing over the samples: counted where the samples carry it, else
+    the arrivals minus the growth of the requests in the system (served + waiting)."""
+    counted = mean_completion_rate(samples)
+    if counted is not None:
+        return counted
+    span = max(step, samples[-1].t - samples[0].t)
+    return rate - (concurrency(samples[-1]) - concurrency(samples[0])) / span
 
 
 def _filling(

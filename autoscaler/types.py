@@ -22,6 +22,11 @@ class MetricsSample:
     in_flight: float  # requests being served, averaged over the interval
     queue_depth: float  # requests waiting for a slot (includes those waiting for a replica)
     tokens_per_s: float | None = None  # generated tokens/s, where known
+    # Requests/s completing, where known (vLLM's request_success_total). With it the
+    # per-request cost of a queueing model is read on the service stage directly
+    # (Little's law: in flight / completions) instead of from arrivals minus the growth of
+    # the gauges, which a rate scraped at another instant than the gauges skews.
+    completion_rate: float | None = None
 
 
 @dataclass(frozen=True)

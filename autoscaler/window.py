@@ -97,6 +97,15 @@ def request_count(window: MetricsWindow, now: float, length: float) -> float:
     return total
 
 
+def mean_completion_rate(samples: Sequence[MetricsSample]) -> float | None:
+    """Requests/s completing, averaged; ``None`` unless every sample carries it (a partial
+    count is not a rate)."""
+    vals = [s.completion_rate for s in samples]
+    if not vals or any(v is None for v in vals):
+        return None
+    return sum(v for v in vals if v is not None) / len(vals)
+
+
 def mean_arrival_rate(samples: Sequence[MetricsSample]) -> float | None:
     if not samples:
         return None

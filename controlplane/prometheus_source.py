@@ -86,6 +86,7 @@ class PrometheusSource:
             in_flight = self.query(q.in_flight, now, deadline)
             queued = self.query(q.queue_depth, now, deadline)
             tokens = self.query(q.tokens_per_s, now, deadline) if q.tokens_per_s else {}
+            done = self.query(q.completion_rate, now, deadline) if q.completion_rate else {}
             fresh = self.query(q.freshness, now, deadline, combine=max) if q.freshness else None
         except QueryFailed as exc:
             log.warning(
@@ -115,6 +116,7 @@ class PrometheusSource:
                 in_flight=in_flight[key],
                 queue_depth=queued[key],
                 tokens_per_s=tokens.get(key),
+                completion_rate=done.get(key),
             )
         return out
 

@@ -32,9 +32,27 @@ class Intervals(_Strict):
 # ``customer`` and ``model`` (the scrape config copies them from the node's gpucap-customer /
 # gpucap-model tags; see the README). Rates use [1m] so scrape intervals up to 30 s still give
 # two points; the gauges are instantaneous (the autoscaler's own windows do the averaging).
-# vLLM has no arrivals counter: completions per second stand in for arrivals (equal in steady
-# state; a gateway's request counter can be configured instead).
-VLLM_ARRIVAL_RATE = "sum by (customer, model) (rate(vllm:request_success_total[1m]))"
+
+
+def vllm_completion_rate(window: str = "1m") -> str:
+    """Requests/s finishing, from vLLM's request_success_total counter."""
+    return f"sum by (customer, model) (rate(vllm:request_success_total[{window}]))"
+
+
+def vllm_arrival_rate(window: str = "1m") -> str:
+    """Requests/s arriving. vLLM counts no arrivals, so by conservation of requests:
+    completions plus the growth of those in the system (running + waiting, deriv over the
+    same window). Completions alone read a burst as the capacity serving it; a gateway's
+    request counter, where there is one, can be configured instead."""
+    growth = (
+        f"sum by (customer, model) (deriv(vllm:num_requests_running[{window}]) "
+        f"+ deriv(vllm:num_requests_waiting[{window}]))"
+    )
+    return f"clamp_min({vllm_completion_rate(window)} + {growth}, 0)"
+
+
+VLLM_ARRIVAL_RATE = vllm_arrival_rate()
+VLLM_COMPLETION_RATE = vllm_completion_rate()
 VLLM_IN_FLIGHT = "sum by (customer, model) (vllm:num_requests_running)"
 VLLM_QUEUE_DEPTH = "sum by (customer, model) (vllm:num_requests_waiting)"
 VLLM_TOKENS_PER_S = "sum by (customer, model) (rate(vllm:generation_tokens_total[1m]))"
@@ -51,6 +69,7 @@ class MetricsQueries(_Strict):
     in_flight: PromQL = VLLM_IN_FLIGHT  # requests being served
     queue_depth: PromQL = VLLM_QUEUE_DEPTH  # requests waiting
     tokens_per_s: PromQL | None = VLLM_TOKENS_PER_S  # null: not collected
+    completion_rate: PromQL | None = VLLM_COMPLETION_RATE  # requests/s done; null: not collected
     freshness: PromQL | None = VLLM_FRESHNESS  # unix seconds of the newest sample; null: no check
 
 

@@ -1,6 +1,6 @@
 """What a model's scrape would have reported: one :class:`MetricsSample` per scrape interval,
-with time-averaged in-flight and queued counts, computed exactly from the requests' arrival,
-start and end times.
+with time-averaged in-flight and queued counts and the arrival and completion rates,
+computed exactly from the requests' arrival, start and end times.
 
 Cost is per scrape interval that an autoscaler actually reads, in numpy, never per request:
 the engine only appends start times in its hot loop. For a step count N(t) with +1 at times
@@ -114,9 +114,10 @@ class LoadMeter:
         queues = np.maximum(area_q[off:] / dt, 0.0).tolist()
         times = b[off:].tolist()
         toks = tok_rate.tolist() if tok_rate is not None else [None] * keep
+        done = (n_end[off:] / dt).tolist()
         append = self.samples.append
-        for t, r, f, q, k in zip(times, rates, flights, queues, toks, strict=True):
-            append(MetricsSample(t, r, f, q, k))
+        for t, r, f, q, k, c in zip(times, rates, flights, queues, toks, done, strict=True):
+            append(MetricsSample(t, r, f, q, k, c))
 
     def window(self) -> tuple[MetricsSample, ...]:
         return tuple(self.samples)

@@ -13,7 +13,7 @@ import structlog.testing
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.prometheus_source import PrometheusSource
 from controlplane.telemetry import Metrics
-from schema.daemon_config import MetricsQueries
+from schema.daemon_config import MetricsQueries, vllm_arrival_rate, vllm_completion_rate
 from tests.fakes.prometheus_server import PrometheusFleet, VllmReplica, running_prometheus
 
 # Shared with the component test of the control loop: one Prometheus per worker.
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.xdist_group("prometheus")
 # Rates over 3 s instead of the default 1 m: rate() divides by the whole range, so over a
 # window older than the series it under-reads, and these series are seconds old.
 SHORT = MetricsQueries(
-    arrival_rate="sum by (customer, model) (rate(vllm:request_success_total[3s]))",
+    arrival_rate=vllm_arrival_rate("3s"),
+    completion_rate=vllm_completion_rate("3s"),
     tokens_per_s="sum by (customer, model) (rate(vllm:generation_tokens_total[3s]))",
 )
 
@@ -81,6 +82,7 @@ def test_samples_per_model_match_what_the_replicas_serve(fleet, served):
     assert acme.in_flight == 22  # summed over the model's two replicas
     assert acme.queue_depth == 4
     assert acme.arrival_rate == pytest.approx(10.0, rel=0.05)  # scrape-time jitter only
+    assert acme.completion_rate == pytest.approx(10.0, rel=0.05)  # a steady state
     assert acme.tokens_per_s == pytest.approx(1000.0, rel=0.05)
 
     globex = out[("globex", "llama-70b")]  # same model name, other customer: kept apart
@@ -108,6 +110,21 @@ def test_default_vllm_queries_read_the_gauges_and_rates(fleet, served):
     # but never over-reads.
     assert 0 < sample.arrival_rate <= 10.0 * 1.05
     assert sample.tokens_per_s is not None and 0 < sample.tokens_per_s <= 1000.0 * 1.05
+
+
+def test_arrivals_are_completions_plus_the_growth_of_the_queue(fleet):
+    # A burst: the slots are full, 8 requests/s complete and the queue grows by 5/s, so
+    # 13/s arrive. Read from the completion counter alone (vLLM counts no arrivals) the
+    # burst would look like the capacity serving it.
+    burst = fleet.add("acme", "burst-8b", running=64, waiting=10, waiting_growth=5.0, rps=8.0)
+    fleet.server.wait_scraped(burst, samples=5)
+    sample = PrometheusSource(fleet.url, SHORT).collect(time.time(), caps(("acme", "burst-8b")))[
+        ("acme", "burst-8b")
+    ]
+    assert sample is not None
+    assert sample.completion_rate == pytest.approx(8.0, rel=0.05)
+    assert sample.arrival_rate == pytest.approx(13.0, rel=0.05)
+    assert sample.queue_depth > 10
 
 
 def test_model_without_series_is_none_not_zero(fleet, served):

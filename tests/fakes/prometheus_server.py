@@ -81,9 +81,12 @@ class VllmReplica:
         waiting: float = 0.0,
         rps: float = 0.0,
         tokens_per_s: float = 0.0,
+        waiting_growth: float = 0.0,
     ) -> None:
         self.customer, self.model, self.id = customer, model, replica_id
-        self.running, self.waiting = running, waiting
+        self.running = running
+        # A gauge that moves linearly, like the counters (a queue growing under a burst).
+        self.waiting = _Counter(waiting_growth, waiting)
         self.requests = _Counter(rps)
         self.tokens = _Counter(tokens_per_s)
 
@@ -99,7 +102,7 @@ class VllmReplica:
         if running is not None:
             self.running = running
         if waiting is not None:
-            self.waiting = waiting
+            self.waiting = _Counter(0.0, waiting)
         if rps is not None:
             self.requests.set_rate(rps, now)
         if tokens_per_s is not None:
@@ -155,7 +158,7 @@ class VllmExporter:
             for r in self._replicas.values():
                 labels = [r.customer, r.model, r.id, f"served/{r.model}"]
                 running.add_metric(labels, r.running)
-                waiting.add_metric(labels, r.waiting)
+                waiting.add_metric(labels, r.waiting.value(now))
                 success.add_metric([*labels, "stop"], r.requests.value(now))
                 tokens.add_metric(labels, r.tokens.value(now))
         yield from (running, waiting, success, tokens)

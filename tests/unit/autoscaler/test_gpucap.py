@@ -577,3 +577,26 @@ def mean(w: MetricsWindow, metric: str) -> float:
     value = mean_metric(w.samples, metric)
     assert value is not None
     return value
+
+
+def test_a_completion_counter_reads_the_service_stage_despite_a_lagging_rate() -> None:
+    # 100 slots busy with 4 s requests (25 complete per second), the queue growing 25/s;
+    # the rate, scraped at another instant than the gauges, still reads 40 req/s for 50.
+    # From arrivals minus the growth the service stage reads 100 / 15 = 6.7 s per request
+    # (what `make demo` over-read); a counted completion rate reads the 4 s it is.
+    def sample(t: int, counted: bool) -> MetricsSample:
+        done = 25.0 if counted else None
+        return MetricsSample(float(t), 40.0, 100.0, 25.0 * t, completion_rate=done)
+
+    for counted, want in ((False, 100.0 / 15.0), (True, 4.0)):
+        w = MetricsWindow(tuple(sample(t, counted) for t in range(1, 13)))
+        cost, unqueued = GpucapAutoscaler._cost(
+            forecast.view({}), w.samples, 40.0, mean(w, "concurrency"), 1.0, SPEC
+        )
+        assert not unqueued and cost == pytest.approx(want)
+    # A count some samples lack is not a rate: the window falls back to the gauges.
+    partial = MetricsWindow((sample(1, False), *(sample(t, True) for t in range(2, 13))))
+    cost, _ = GpucapAutoscaler._cost(
+        forecast.view({}), partial.samples, 40.0, mean(partial, "concurrency"), 1.0, SPEC
+    )
+    assert cost == pytest.approx(100.0 / 15.0)

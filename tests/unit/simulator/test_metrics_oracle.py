@@ -58,6 +58,7 @@ def test_samples_are_exact_time_averages(
         assert s.in_flight == pytest.approx(flight, abs=1e-6)
         assert s.queue_depth == pytest.approx(queue, abs=1e-6)
         assert s.arrival_rate == float(np.count_nonzero((arr >= k) & (arr < k + 1)))
+        assert s.completion_rate == float(np.count_nonzero((end >= k) & (end < k + 1)))
 
 
 def test_zero_wait_concurrency_hand_case() -> None:
