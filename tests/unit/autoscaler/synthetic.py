@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,12 +96,18 @@ class FluidRun:
             self.pending = [r for r in self.pending if r > t]
             lam = self.rate(t)
             cap = self.ready * self.spec.max_concurrency_per_replica
-            self.queue += lam  # requests in the system (served + waiting)
-            in_flight = min(self.queue, cap)
-            self.samples.append(MetricsSample(t, lam, in_flight, self.queue - in_flight))
-            self.queue -= in_flight / self.service_s  # completions this second
-            if self.queue < 1e-3:  # the fluid never quite empties; real queues do
-                self.queue = 0.0
+            # Sub-steps of at most one service time: in one whole second, a sub-second
+            # service would read all of that second's arrivals as in flight at once.
+            n = max(1, math.ceil(1.0 / self.service_s - 1e-9))
+            served = waiting = 0.0
+            for _ in range(n):
+                self.queue += lam / n  # requests in the system (served + waiting)
+                in_flight = min(self.queue, cap)
+                served, waiting = served + in_flight / n, waiting + (self.queue - in_flight) / n
+                self.queue -= in_flight / self.service_s / n  # completions this sub-step
+                if self.queue < 1e-3:  # the fluid never quite empties; real queues do
+                    self.queue = 0.0
+            self.samples.append(MetricsSample(t, lam, served, waiting))
             self.samples = self.samples[-120:]
             if t % self.tick_s:
                 continue
