@@ -289,7 +289,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     # current scale (NoData), never guessing.
     metrics_source: MetricsSource = SyntheticTraffic({})
     if config.metrics.source == "prometheus":
-        metrics_source = PrometheusSource.from_config(config.metrics, telemetry)
+        metrics_source = PrometheusSource.from_config(config.metrics, telemetry, config_dir)
     return Wiring(
         database_url=database_url(config.database_url),
         providers=providers,

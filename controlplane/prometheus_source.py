@@ -8,15 +8,22 @@ What this module owns is the meaning of silence:
   scale; a missing series is never read as zero load);
 - a model whose newest sample is older than ``max_age_s`` gets ``None`` too;
 - when Prometheus cannot answer (unreachable, HTTP error, a query error, a body that is not
-  its JSON, or the whole collection overrunning ``timeout_s``), every model gets ``None``,
-  one warning is logged and ``gpucap_metrics_source_errors_total{source,reason}`` counts it.
-  ``collect`` never raises: a bad scrape must not kill the tick.
+  its JSON, or the whole collection overrunning ``timeout_s``), or refuses us (TLS failure,
+  credentials rejected or unreadable), every model gets ``None``, one warning is logged and
+  ``gpucap_metrics_source_errors_total{source,reason}`` counts it. ``collect`` never raises:
+  a bad scrape must not kill the tick.
+
+A Prometheus off loopback is reached over https (a CA bundle and a client certificate where
+it asks for one) with a bearer token or basic auth, each secret read from its file at every
+collection: a rotated token is picked up, and no secret is held in the config or logged.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -24,6 +31,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.client import HTTPException
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -54,6 +62,59 @@ class QueryFailed(Exception):
         self.detail = detail
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How queries authenticate: a bearer token or basic auth, by file reference."""
+
+    token_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+
+    def authorization(self) -> str | None:
+        """The Authorization header's value, read fresh (None: no credentials)."""
+        if self.token_file is not None:
+            return f"Bearer {_secret(self.token_file)}"
+        if self.username is not None and self.password_file is not None:
+            pair = f"{self.username}:{_secret(self.password_file)}".encode()
+            return f"Basic {base64.b64encode(pair).decode()}"
+        return None
+
+
+def _secret(path: str) -> str:
+    try:
+        value = Path(path).read_text().strip()
+    except OSError as exc:
+        raise QueryFailed("credentials", f"cannot read {path}: {exc.strerror}") from None
+    if not value:
+        raise QueryFailed("credentials", f"{path} is empty")
+    return value
+
+
+def tls_context(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext:
+    """Verifies the server against ``ca`` (the system's CAs by default), and presents a
+    client certificate where one is given. A file that cannot be loaded is a config error,
+    named at start."""
+    for field, path in (("tls_ca", ca), ("tls_cert", cert), ("tls_key", key)):
+        if path is not None:
+            try:
+                Path(path).read_bytes()
+            except OSError as exc:
+                raise ValueError(f"metrics.{field}: cannot read {path}: {exc.strerror}") from None
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except ssl.SSLError as exc:
+        raise ValueError(f"metrics.tls_ca: {ca} is not a PEM CA bundle ({exc})") from None
+    if cert is not None:
+        try:
+            context.load_cert_chain(cert, key)
+        except ssl.SSLError as exc:
+            raise ValueError(
+                f"metrics.tls_cert/tls_key: {cert} and {key} are not a PEM certificate and "
+                f"its key ({exc})"
+            ) from None
+    return context
+
+
 @dataclass
 class PrometheusSource:
     url: str  # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
@@ -62,15 +123,34 @@ class PrometheusSource:
     max_age_s: float = 60.0
     telemetry: Metrics | None = None
     monotonic: Callable[[], float] = time.monotonic  # deadline bookkeeping only
+    credentials: Credentials = Credentials()
+    tls: ssl.SSLContext | None = None  # None: the default verification for https
 
     @classmethod
-    def from_config(cls, cfg: MetricsConfig, telemetry: Metrics | None) -> PrometheusSource:
+    def from_config(
+        cls, cfg: MetricsConfig, telemetry: Metrics | None, base: Path | None = None
+    ) -> PrometheusSource:
+        """``base``: the directory relative file paths are read from (the config file's)."""
+
+        def path(p: str | None) -> str | None:
+            return None if p is None else str((base or Path.cwd()) / p)
+
+        basic = cfg.basic_auth
+        tls = None
+        if cfg.tls_ca is not None or cfg.tls_cert is not None:
+            tls = tls_context(path(cfg.tls_ca), path(cfg.tls_cert), path(cfg.tls_key))
         return cls(
             url=cfg.url,
             queries=cfg.queries,
             timeout_s=cfg.timeout_s,
             max_age_s=cfg.max_age_s,
             telemetry=telemetry,
+            credentials=Credentials(
+                token_file=path(cfg.token_file),
+                username=basic.username if basic else None,
+                password_file=path(basic.password_file) if basic else None,
+            ),
+            tls=tls,
         )
 
     # ------------------------------------------------------------------ MetricsSource
@@ -139,23 +219,33 @@ class PrometheusSource:
             {"query": promql, "time": f"{now:.3f}", "timeout": f"{remaining:.3f}"}
         )
         url = f"{self.url.rstrip('/')}/api/v1/query?{params}"
-        body = _fetch(url, remaining)
+        headers = {"Accept": "application/json"}
+        authorization = self.credentials.authorization()
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        body = _fetch(url, remaining, headers, self.tls)
         return _parse_vector(body, now, self.max_age_s, combine)
 
 
-def _fetch(url: str, timeout_s: float) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+def _fetch(
+    url: str, timeout_s: float, headers: dict[str, str], tls: ssl.SSLContext | None
+) -> bytes:
+    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=tls) as resp:
             body: bytes = resp.read(MAX_BODY_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise _http_failure(exc) from None
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, TimeoutError):
             raise QueryFailed("timeout", f"no answer within {timeout_s:.2f}s") from None
+        if isinstance(exc.reason, ssl.SSLError):
+            raise QueryFailed("tls", str(exc.reason)) from None
         raise QueryFailed("unreachable", str(exc.reason)) from None
     except TimeoutError:
         raise QueryFailed("timeout", f"no answer within {timeout_s:.2f}s") from None
+    except ssl.SSLError as exc:  # (a handshake that fails after connecting)
+        raise QueryFailed("tls", f"{type(exc).__name__}: {exc}") from None
     except (OSError, HTTPException) as exc:
         raise QueryFailed("unreachable", f"{type(exc).__name__}: {exc}") from None
     if len(body) > MAX_BODY_BYTES:
@@ -171,6 +261,8 @@ def _http_failure(exc: urllib.error.HTTPError) -> QueryFailed:
         doc = json.loads(exc.read(64 * 1024))
     except (ValueError, OSError):
         doc = None
+    if exc.code in (401, 403):  # (the body may echo nothing useful; never the credentials)
+        return QueryFailed("unauthorized", f"HTTP {exc.code} {exc.reason}")
     if isinstance(doc, dict) and doc.get("status") == "error":
         kind = str(doc.get("errorType", ""))
         reason = "timeout" if kind == "timeout" else "query_error"

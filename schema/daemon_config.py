@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from schema.types import Cloud
 
@@ -73,6 +75,11 @@ class MetricsQueries(_Strict):
     freshness: PromQL | None = VLLM_FRESHNESS  # unix seconds of the newest sample; null: no check
 
 
+class BasicAuth(_Strict):
+    username: str = Field(min_length=1)
+    password_file: str = Field(min_length=1)  # a file holding the password
+
+
 class MetricsConfig(_Strict):
     """Where traffic comes from. ``none``: no source; every model reads as NoData and the
     autoscaler holds its current scale (never reads silence as zero load)."""
@@ -85,6 +92,40 @@ class MetricsConfig(_Strict):
     # 15 s collect interval; the loop's metrics buffer uses 60 s too).
     max_age_s: Annotated[float, Field(gt=0)] = 60.0
     queries: MetricsQueries = MetricsQueries()
+    # Reaching a Prometheus that is not on loopback. Secrets are referenced by file (read
+    # at every collection, so a rotated token is picked up), never written here.
+    tls_ca: str | None = None  # PEM CA bundle that signs an https server (default: system)
+    tls_cert: str | None = None  # PEM client certificate and key, for a server asking mTLS
+    tls_key: str | None = None
+    token_file: str | None = None  # sent as "Authorization: Bearer <token>"
+    basic_auth: BasicAuth | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise PydanticCustomError(
+                "secret_in_value",  # (never echoed: the URL holds a password)
+                "credentials in the URL would be stored and logged; "
+                "use basic_auth.password_file (or token_file) instead",
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _credentials_travel_safely(self) -> MetricsConfig:
+        parts = urlsplit(self.url)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key: set both (a client certificate and its key)")
+        if self.token_file is not None and self.basic_auth is not None:
+            raise ValueError("token_file and basic_auth: choose one way to authenticate")
+        loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
+        if (self.token_file or self.basic_auth) and parts.scheme != "https" and not loopback:
+            raise ValueError(
+                f"url: credentials for {parts.hostname} would travel in clear text; "
+                "use an https url"
+            )
+        return self
 
 
 class DaemonConfig(_Strict):

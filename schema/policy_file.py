@@ -103,7 +103,9 @@ def problems_from_validation_error(exc: ValidationError) -> list[Problem]:
     return [_from_pydantic(e) for e in exc.errors()]
 
 
-_NO_ECHO = ("model_type", "dict_type", "list_type")
+# Errors whose input is not echoed: a whole section (a model validator's) is noise, and a
+# value that holds a secret must not be repeated in an error message or a log.
+_NO_ECHO = ("model_type", "dict_type", "list_type", "secret_in_value")
 
 
 def _from_pydantic(err: Any) -> Problem:
@@ -128,7 +130,8 @@ def _from_pydantic(err: Any) -> Problem:
         # Skip the echo when the validator's message already quotes the value (a number in
         # the message is the bound, not the value: "greater than 1" for an input of 1).
         quoted = isinstance(err.get("input"), str) and shown in reason
-        if "input" in err and kind not in _NO_ECHO and not quoted:
+        section = isinstance(err.get("input"), dict)
+        if "input" in err and kind not in _NO_ECHO and not quoted and not section:
             reason += f" (got {shown})"
     return Problem(path, reason)
 

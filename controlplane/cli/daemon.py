@@ -66,7 +66,11 @@ def daemon(
         wiring = demo_wiring(state_dir() / "demo")
     else:
         base = config.parent if config is not None else Path.cwd()
-        wiring = cloud_wiring(cfg, base)
+        try:
+            wiring = cloud_wiring(cfg, base)
+        except ValueError as exc:  # e.g. a TLS file the metrics section names is unreadable
+            err.print(f"{config or 'gpucap daemon'}: {exc}", markup=False, highlight=False)
+            raise typer.Exit(2) from exc
     d = Daemon(cfg, wiring)
     try:
         d.start()

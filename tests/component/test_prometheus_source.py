@@ -6,15 +6,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog.testing
 
 from controlplane.metrics_sources import Capacity, ModelKey
-from controlplane.prometheus_source import PrometheusSource
+from controlplane.prometheus_source import Credentials, PrometheusSource
 from controlplane.telemetry import Metrics
-from schema.daemon_config import MetricsQueries, vllm_arrival_rate, vllm_completion_rate
-from tests.fakes.prometheus_server import PrometheusFleet, VllmReplica, running_prometheus
+from schema.daemon_config import (
+    BasicAuth,
+    MetricsConfig,
+    MetricsQueries,
+    vllm_arrival_rate,
+    vllm_completion_rate,
+)
+from tests.fakes.prometheus_server import (
+    TEST_PASSWORD,
+    TEST_USER,
+    BearerProxy,
+    PrometheusFleet,
+    VllmReplica,
+    running_prometheus,
+)
 
 # Shared with the component test of the control loop: one Prometheus per worker.
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -235,3 +250,93 @@ def test_no_models_asks_nothing():
     source = PrometheusSource("http://127.0.0.1:1", telemetry=telemetry)
     assert source.collect(time.time(), {}) == {}
     assert errors(telemetry, "unreachable") == 0
+
+
+# --- reaching a Prometheus off loopback: TLS, mTLS, basic auth, bearer tokens -----------
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[PrometheusFleet]:
+    """A second Prometheus behind https (a test CA), client certificates and basic auth."""
+    with running_prometheus(secured=True) as fleet:
+        replica = fleet.add("acme", "llama-70b", running=7, waiting=2, rps=3.0)
+        fleet.server.wait_scraped(replica, samples=4)
+        yield fleet
+
+
+def secured_config(fleet: PrometheusFleet, password_file: Path, **changes: Any) -> MetricsConfig:
+    sec = fleet.server.security
+    assert sec is not None
+    fields: dict[str, Any] = {
+        "source": "prometheus",
+        "url": fleet.url,
+        "queries": SHORT,
+        "tls_ca": str(sec.ca),
+        "tls_cert": str(sec.client_cert),
+        "tls_key": str(sec.client_key),
+        "basic_auth": BasicAuth(username=TEST_USER, password_file=str(password_file)),
+    }
+    return MetricsConfig(**{**fields, **changes})
+
+
+def test_https_with_a_client_certificate_and_basic_auth_reads_the_samples(secured, tmp_path):
+    password = tmp_path / "prom-password"
+    password.write_text(TEST_PASSWORD + "\n")  # (a trailing newline, as editors leave it)
+    source = PrometheusSource.from_config(secured_config(secured, password), Metrics())
+    sample = source.collect(time.time(), caps(("acme", "llama-70b")))[("acme", "llama-70b")]
+    assert sample is not None
+    assert (sample.in_flight, sample.queue_depth) == (7, 2)
+    assert sample.arrival_rate == pytest.approx(3.0, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("wrong password", "unauthorized"),
+        ("no password file", "credentials"),
+        ("system CAs only", "tls"),
+        ("no client certificate", "tls"),
+    ],
+)
+def test_refused_tls_or_credentials_read_as_no_data_with_their_reason(
+    secured, tmp_path, change: str, reason: str
+):
+    password = tmp_path / "prom-password"
+    password.write_text("wrong" if change == "wrong password" else TEST_PASSWORD)
+    changes: dict[str, Any] = {
+        "no password file": {
+            "basic_auth": BasicAuth(username=TEST_USER, password_file=str(tmp_path / "gone"))
+        },
+        "system CAs only": {"tls_ca": None},
+        "no client certificate": {"tls_cert": None, "tls_key": None},
+    }.get(change, {})
+    telemetry = Metrics()
+    source = PrometheusSource.from_config(secured_config(secured, password, **changes), telemetry)
+    key = ("acme", "llama-70b")
+    with structlog.testing.capture_logs() as logs:
+        assert source.collect(time.time(), caps(key)) == {key: None}
+    assert errors(telemetry, reason) == 1
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["reason"] == reason
+    assert TEST_PASSWORD not in repr(logs)
+
+
+def test_a_bearer_token_is_read_from_its_file_at_every_collection(fleet, served, tmp_path):
+    proxy = BearerProxy(fleet.server, "token-1")
+    try:
+        token = tmp_path / "token"
+        token.write_text("token-1\n")
+        telemetry = Metrics()
+        source = PrometheusSource(
+            proxy.url, SHORT, telemetry=telemetry, credentials=Credentials(token_file=str(token))
+        )
+        key = ("acme", "llama-70b")
+        first = source.collect(time.time(), caps(key))[key]
+        assert first is not None and first.in_flight == 22
+        proxy.token = "token-2"  # rotated at the server: refused until the file follows
+        assert source.collect(time.time(), caps(key)) == {key: None}
+        assert errors(telemetry, "unauthorized") == 1
+        token.write_text("token-2")  # picked up without a restart
+        assert source.collect(time.time(), caps(key))[key] is not None
+    finally:
+        proxy.stop()

@@ -16,20 +16,26 @@ under ``CI=true`` (like the PostgreSQL fixture).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -172,19 +178,210 @@ class PrometheusError(RuntimeError):
     pass
 
 
+# The basic-auth user the secured Prometheus accepts. Prometheus' web config wants a bcrypt
+# hash; this one is of TEST_PASSWORD (cost 4, hashed once: a test value, not a secret).
+TEST_USER = "gpucap"
+TEST_PASSWORD = "not-a-secret-test-password"
+TEST_PASSWORD_BCRYPT = "$2b$04$Q.TVfS0hGKvS.YV6nzLChedtVD/icXLuY2yl8laZ3QX.m5rHrajXG"
+
+
+@dataclass(frozen=True)
+class WebSecurity:
+    """Prometheus' --web.config.file: https with a certificate from a test CA, client
+    certificates required (mTLS) and basic auth; plus the client side that passes."""
+
+    ca: Path  # signs the server's and the client's certificates
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def web_config(self) -> dict[str, Any]:
+        return {
+            "tls_server_config": {
+                "cert_file": str(self.server_cert),
+                "key_file": str(self.server_key),
+                "client_auth_type": "RequireAndVerifyClientCert",
+                "client_ca_file": str(self.ca),
+            },
+            "basic_auth_users": {TEST_USER: TEST_PASSWORD_BCRYPT},
+        }
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
+
+    def client_headers(self) -> dict[str, str]:
+        pair = base64.b64encode(f"{TEST_USER}:{TEST_PASSWORD}".encode()).decode()
+        return {"Authorization": f"Basic {pair}"}
+
+
+def make_web_security(workdir: Path) -> WebSecurity:
+    """A throwaway CA and the server (127.0.0.1) and client certificates it signs."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.now(UTC)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return path
+
+    def write_cert(cert: x509.Certificate, path: Path) -> Path:
+        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return path
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("gpucap test CA"))
+        .issuer_name(name("gpucap test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def leaf(
+        cn: str, usage: x509.ObjectIdentifier, san: list[x509.GeneralName]
+    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(cn))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5))
+            .not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                critical=False,
+            )
+        )
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(ca_key, hashes.SHA256()), key
+
+    server, server_key = leaf(
+        "127.0.0.1",
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
+    )
+    client, client_key = leaf("gpucap", ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    return WebSecurity(
+        ca=write_cert(ca, workdir / "ca.pem"),
+        server_cert=write_cert(server, workdir / "server.pem"),
+        server_key=write_key(server_key, workdir / "server.key"),
+        client_cert=write_cert(client, workdir / "client.pem"),
+        client_key=write_key(client_key, workdir / "client.key"),
+    )
+
+
+class BearerProxy:
+    """An authenticating proxy in front of a Prometheus (as managed Prometheus services and
+    auth gateways are): a request without ``Authorization: Bearer <token>`` gets 401,
+    others are forwarded (GET only) and answered with Prometheus' own status and body."""
+
+    def __init__(self, upstream: PrometheusServer, token: str) -> None:
+        self.token = token
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                if self.headers.get("Authorization") != f"Bearer {proxy.token}":
+                    self._answer(401, b'{"status":"error","error":"unauthorized"}')
+                    return
+                try:
+                    status, body = 200, upstream.get(self.path)
+                except urllib.error.HTTPError as exc:
+                    status, body = exc.code, exc.read()
+                self._answer(status, body)
+
+            def _answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 class PrometheusServer:
     """One Prometheus process scraping ``targets`` every second."""
 
-    def __init__(self, workdir: Path, targets: list[str], binary: str = PROMETHEUS_BIN) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[str],
+        binary: str = PROMETHEUS_BIN,
+        security: WebSecurity | None = None,
+    ) -> None:
         self.workdir = workdir
         self.targets = targets
         self.binary = binary
+        self.security = security
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.security else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def get(self, path: str, timeout_s: float = 5.0) -> bytes:
+        """GET ``path`` as a client that passes this server's security."""
+        sec = self.security
+        request = urllib.request.Request(
+            f"{self.url}{path}", headers=sec.client_headers() if sec else {}
+        )
+        context = sec.client_context() if sec else None
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as r:
+            body: bytes = r.read()
+            return body
 
     # ------------------------------------------------------------------ process
     def start(self, ready_timeout_s: float = 20.0) -> None:
@@ -208,6 +405,11 @@ class PrometheusServer:
                 }
             )
         )
+        web = []
+        if self.security is not None:
+            web_config = self.workdir / "web.yml"
+            web_config.write_text(json.dumps(self.security.web_config()))
+            web = [f"--web.config.file={web_config}"]
         # The port is chosen free, then handed over: a rare race with another process is
         # retried with a fresh port.
         for _attempt in range(3):
@@ -221,6 +423,7 @@ class PrometheusServer:
                     f"--web.listen-address=127.0.0.1:{self.port}",
                     "--storage.tsdb.retention.time=1h",
                     "--log.level=warn",
+                    *web,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -238,12 +441,9 @@ class PrometheusServer:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 return False
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r,
-            ):
-                if r.status == 200:
-                    return True
+            with contextlib.suppress(OSError):
+                self.get("/-/ready", timeout_s=1)
+                return True
             time.sleep(0.1)
         return False
 
@@ -281,9 +481,7 @@ class PrometheusServer:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            doc = json.loads(r.read())
+        doc = json.loads(self.get(f"/api/v1/query?{urllib.parse.urlencode(params)}"))
         result: list[dict[str, Any]] = doc["data"]["result"]
         return result
 
@@ -350,15 +548,16 @@ def prometheus_binary() -> str:
 
 @contextlib.contextmanager
 def running_prometheus(
-    ready_timeout_s: float = 20.0, *, wait_scrape: bool = True
+    ready_timeout_s: float = 20.0, *, wait_scrape: bool = True, secured: bool = False
 ) -> Iterator[PrometheusFleet]:
     """Prometheus and its exporter, ready (and with the target scraped once, unless
-    ``wait_scrape`` is false)."""
+    ``wait_scrape`` is false); ``secured``: behind https, mTLS and basic auth."""
     binary = prometheus_binary()
     exporter = VllmExporter()
     try:
         with tempfile.TemporaryDirectory(prefix="gpucap-prom-") as tmp:
-            server = PrometheusServer(Path(tmp), [exporter.addr], binary)
+            security = make_web_security(Path(tmp)) if secured else None
+            server = PrometheusServer(Path(tmp), [exporter.addr], binary, security)
             try:
                 server.start(ready_timeout_s)
                 if wait_scrape:

@@ -74,3 +74,48 @@ def test_bad_metrics_config_names_line_and_field(text: str, line: int, field: st
     (problem,) = exc.value.problems
     assert str(problem).startswith(f"daemon.yaml:{line}:")
     assert field in str(problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (  # a password in the URL would be stored, and logged wherever the URL is
+            "metrics:\n  url: https://gpucap:hunter2@prom.internal\n",
+            "credentials in the URL",
+        ),
+        (  # basic auth over plain http to another host
+            "metrics:\n  url: http://prom.internal:9090\n"
+            "  basic_auth: {username: gpucap, password_file: /etc/gpucap/prom-password}\n",
+            "would travel in clear text",
+        ),
+        (
+            "metrics:\n  url: https://prom.internal\n  token_file: /t\n"
+            "  basic_auth: {username: gpucap, password_file: /p}\n",
+            "choose one way to authenticate",
+        ),
+        ("metrics:\n  url: https://prom.internal\n  tls_cert: /c.pem\n", "set both"),
+        ("metrics:\n  basic_auth: {username: gpucap}\n", "password_file"),
+    ],
+)
+def test_credentials_are_references_and_never_travel_in_clear(text: str, says: str):
+    with pytest.raises(PolicyError) as exc:
+        parse(text)
+    (problem,) = exc.value.problems
+    assert str(problem).startswith("daemon.yaml:")
+    assert "metrics" in str(problem) and says in str(problem)
+    assert "hunter2" not in str(problem)
+
+
+def test_credentials_on_loopback_may_use_http():
+    cfg = parse("metrics:\n  url: http://127.0.0.1:9090\n  token_file: /run/prom-token\n")
+    assert cfg.metrics.token_file == "/run/prom-token"
+
+
+def test_tls_files_are_read_beside_the_config_and_named_when_unreadable(tmp_path: Path):
+    # Relative paths are the config file's directory's, as the policy files are.
+    cfg = parse((CONFIG + "  tls_ca: prom-ca.pem\n").replace("http://", "https://"))
+    with pytest.raises(ValueError, match=f"metrics.tls_ca: cannot read {tmp_path}/prom-ca.pem"):
+        PrometheusSource.from_config(cfg.metrics, None, tmp_path)
+    (tmp_path / "prom-ca.pem").write_text("not a certificate\n")
+    with pytest.raises(ValueError, match="metrics.tls_ca: .* is not a PEM CA bundle"):
+        PrometheusSource.from_config(cfg.metrics, None, tmp_path)
