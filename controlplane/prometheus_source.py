@@ -5,7 +5,9 @@ model at once; each query returns one series per model, labelled ``customer`` an
 What this module owns is the meaning of silence:
 
 - a model with no series for a required metric gets ``None`` (NoData: the autoscaler holds
-  scale; a missing series is never read as zero load);
+  scale; a missing series is never read as zero load). The one exception is a model with
+  no replica ready: no model server exists to report what runs or waits, so those gauges
+  are zeros, and an arrivals series (a gateway's request counter) wakes it;
 - a model whose newest sample is older than ``max_age_s`` gets ``None`` too;
 - when Prometheus cannot answer (unreachable, HTTP error, a query error, a body that is not
   its JSON, or the whole collection overrunning ``timeout_s``), or refuses us (TLS failure,
@@ -183,20 +185,27 @@ class PrometheusSource:
             return {key: None for key in capacity}
 
         out: dict[ModelKey, MetricsSample | None] = {}
-        for key in capacity:
-            if fresh is not None and now - fresh.get(key, -math.inf) > self.max_age_s:
+        for key, cap in capacity.items():
+            # With no replica ready there is no model server to report what runs or waits
+            # on one: its missing gauges are zeros, and the arrivals (a gateway's counter)
+            # alone can wake the model. With one, a missing gauge is missing data.
+            serving = cap.ready_replicas > 0
+            stale = fresh is not None and now - fresh.get(key, -math.inf) > self.max_age_s
+            if serving and stale:
                 out[key] = None  # no sample at all, or Prometheus stopped ingesting it
                 continue
-            if key not in arrivals or key not in in_flight or key not in queued:
+            absent = None if serving else 0.0
+            flight, waiting = in_flight.get(key, absent), queued.get(key, absent)
+            if key not in arrivals or flight is None or waiting is None:
                 out[key] = None
                 continue
             out[key] = MetricsSample(
                 t=now,
                 arrival_rate=arrivals[key],
-                in_flight=in_flight[key],
-                queue_depth=queued[key],
-                tokens_per_s=tokens.get(key),
-                completion_rate=done.get(key),
+                in_flight=flight,
+                queue_depth=waiting,
+                tokens_per_s=tokens.get(key, absent),
+                completion_rate=done.get(key, absent),
             )
         return out
 

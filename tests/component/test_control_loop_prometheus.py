@@ -44,8 +44,21 @@ QUERIES = MetricsQueries(
 )
 
 
+# Arrivals from a gateway's request counter, which sees a model that no server runs.
+GATEWAY = QUERIES.model_copy(
+    update={"arrival_rate": "sum by (customer, model) (rate(gateway_requests_total[3s]))"}
+)
+
+
 @pytest.fixture
-def loop(tmp_path: Path, prometheus: PrometheusFleet) -> Iterator[ControlLoop]:
+def queries() -> MetricsQueries:
+    return QUERIES
+
+
+@pytest.fixture
+def loop(
+    tmp_path: Path, prometheus: PrometheusFleet, queries: MetricsQueries
+) -> Iterator[ControlLoop]:
     # The store is not under test here (test_control_loop.py runs it on both databases).
     url = f"sqlite:///{tmp_path / 'gpucap.db'}"
     upgrade(url)
@@ -55,7 +68,7 @@ def loop(tmp_path: Path, prometheus: PrometheusFleet) -> Iterator[ControlLoop]:
     ctx = LoopContext(
         store=store,
         providers=SimResolver(sim),
-        metrics_source=PrometheusSource(prometheus.url, QUERIES, timeout_s=2.0),
+        metrics_source=PrometheusSource(prometheus.url, queries, timeout_s=2.0),
         health=SimHealth(sim),
         autoscaler=GpucapAutoscaler(),
         telemetry=Metrics(),
@@ -106,3 +119,19 @@ def test_desired_replicas_follow_the_load_prometheus_reports(loop, prometheus):
         assert all(a >= b for a, b in zip(seen, seen[1:], strict=False))  # only downwards
     finally:
         prometheus.remove(replica)
+
+
+@pytest.mark.parametrize("queries", [GATEWAY])
+def test_a_model_at_zero_wakes_on_its_gateway_counter(loop, prometheus):
+    # coder-32b may scale to zero and runs no replica: no vLLM server reports for it. The
+    # gateway's counter is the first request's signal; the model wakes to one replica.
+    assert desired(loop)["coder-32b"][0] == 0
+    loop.collect_metrics()
+    loop.decide()
+    assert desired(loop)["coder-32b"] == (0, "hold_no_data")  # no gateway series yet
+    prometheus.exporter.set_gateway("demo", "coder-32b", rps=0.5)
+    try:
+        seen = tick_until(loop, "coder-32b", lambda d: d >= 1, timeout_s=10)
+        assert seen[-1] == 1 and desired(loop)["coder-32b"][1] == "wake"
+    finally:
+        prometheus.exporter.set_gateway("demo", "coder-32b", rps=0.0)

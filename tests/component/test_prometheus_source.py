@@ -159,6 +159,28 @@ def test_model_without_series_is_none_not_zero(fleet, served):
     assert out[("acme", "llama-70b")] is not None
 
 
+GATEWAY = "sum by (customer, model) (rate(gateway_requests_total[3s]))"
+
+
+def test_a_model_at_zero_replicas_reads_its_gateway_arrivals(fleet, served):
+    # No vLLM server runs chat-32b: the gateway's counter is its only series.
+    fleet.exporter.set_gateway("acme", "chat-32b", rps=2.0)
+    key = ("acme", "chat-32b")
+    fleet.server.wait_until(  # four scrapes: a 3 s rate over a newer series under-reads
+        'count_over_time(gateway_requests_total{model="chat-32b"}[1m]) >= 4', bool
+    )
+    via_gateway = PrometheusSource(fleet.url, SHORT.model_copy(update={"arrival_rate": GATEWAY}))
+    sample = via_gateway.collect(time.time(), {key: Capacity(0, 64.0)})[key]
+    assert sample is not None
+    assert sample.arrival_rate == pytest.approx(2.0, rel=0.05)
+    assert (sample.in_flight, sample.queue_depth) == (0, 0)  # no server to run or queue
+    # With a replica ready, the missing vLLM gauges are missing data, not zeros ...
+    assert via_gateway.collect(time.time(), {key: Capacity(1, 64.0)}) == {key: None}
+    # ... and vLLM's own queries have no arrivals for a model no server runs: it holds.
+    vllm_only = PrometheusSource(fleet.url, SHORT)
+    assert vllm_only.collect(time.time(), {key: Capacity(0, 64.0)}) == {key: None}
+
+
 def test_a_model_missing_one_required_metric_is_none(fleet, served):
     # A queue query that matches nothing for chat-8b (only llama-70b has waiting requests).
     queries = SHORT.model_copy(

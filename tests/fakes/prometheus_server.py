@@ -123,6 +123,7 @@ class VllmExporter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._replicas: dict[str, VllmReplica] = {}
+        self._gateway: dict[tuple[str, str], _Counter] = {}
         self._next = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -143,6 +144,13 @@ class VllmExporter:
     def set_load(self, replica: VllmReplica, **load: float) -> None:
         with self._lock:  # never half an update in one scrape
             replica.set_load(**load)
+
+    def set_gateway(self, customer: str, model: str, rps: float) -> None:
+        """A gateway's request counter for a model (``gateway_requests_total``), which
+        counts arrivals whether or not any replica serves the model."""
+        with self._lock:
+            counter = self._gateway.setdefault((customer, model), _Counter())
+            counter.set_rate(rps, time.time())
 
     @property
     def replicas(self) -> list[VllmReplica]:
@@ -167,7 +175,12 @@ class VllmExporter:
                 waiting.add_metric(labels, r.waiting.value(now))
                 success.add_metric([*labels, "stop"], r.requests.value(now))
                 tokens.add_metric(labels, r.tokens.value(now))
-        yield from (running, waiting, success, tokens)
+            gateway = CounterMetricFamily(
+                "gateway_requests", "Requests the gateway received.", labels=["customer", "model"]
+            )
+            for (customer, model), counter in self._gateway.items():
+                gateway.add_metric([customer, model], counter.value(now))
+        yield from (running, waiting, success, tokens, gateway)
 
     def stop(self) -> None:
         self._server.shutdown()
