@@ -129,6 +129,7 @@ def models(
     if output == Output.JSON:
         print_json(resp)
         return
+    several = any(len(m.spec.shapes) > 1 for m in resp.models)
     table = Table(
         "CUSTOMER",
         "MODEL",
@@ -141,6 +142,12 @@ def models(
         "MIN..MAX",
         "OVERRIDE",
         "REASON",
+        caption=(
+            "DESIRED counts replicas of a model's first shape; a replica of a shape that "
+            "serves more counts for more"
+            if several
+            else None
+        ),
     )
     for m in resp.models:
         override = []

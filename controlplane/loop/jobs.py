@@ -24,7 +24,7 @@ from controlplane.loop.views import (
     scaling_spec,
 )
 from controlplane.metrics_sources import Capacity, ModelKey
-from controlplane.placement import ModelView, PlacementInput, place
+from controlplane.placement import ModelView, PlacementInput, capacity_units, place
 from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
@@ -98,18 +98,22 @@ class ControlLoop:
         now = ctx.now()
         with ctx.store.session() as s:
             models = s.scalars(select(Model).where(Model.deleted_at.is_(None))).all()
-            ready = Counter(
-                s.execute(
-                    select(Replica.model_id).where(Replica.state == NodeState.READY.value)
-                ).scalars()
-            )
+            ready: dict[int, list[str]] = defaultdict(list)  # model id -> ready shapes
+            for model_id, shape in s.execute(
+                select(Replica.model_id, Replica.gpu_shape).where(
+                    Replica.state == NodeState.READY.value
+                )
+            ):
+                ready[model_id].append(shape)
             capacity: dict[ModelKey, Capacity] = {}
             for m in models:
                 spec = ModelSpec.model_validate(m.spec)
-                capacity[(m.customer, m.name)] = Capacity(
-                    ready[m.id], float(spec.shapes[0].max_concurrency)
-                )
-                ctx.telemetry.ready_replicas.labels(m.customer, m.name).set(ready[m.id])
+                shapes = ready[m.id]
+                slots = float(spec.shapes[0].max_concurrency)
+                if shapes:  # (the mean over the ready replicas' shapes)
+                    slots *= sum(capacity_units(spec, x) for x in shapes) / len(shapes)
+                capacity[(m.customer, m.name)] = Capacity(len(shapes), slots)
+                ctx.telemetry.ready_replicas.labels(m.customer, m.name).set(len(shapes))
         samples = ctx.metrics_source.collect(now, capacity)
         for key, sample in samples.items():
             if sample is not None:
@@ -125,7 +129,7 @@ class ControlLoop:
             replicas = _replicas_by_model(s)
             for m in models:
                 spec = ModelSpec.model_validate(m.spec)
-                counts = replica_counts(replicas[m.id])
+                counts = replica_counts(replicas[m.id], spec)
                 sspec = scaling_spec(spec, ctx.tuning)
                 window = ctx.window.window((m.customer, m.name), now)
                 cold = self._cold_start_s(spec)

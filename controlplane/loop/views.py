@@ -3,12 +3,14 @@ rows they loaded."""
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import defaultdict
 from collections.abc import Iterable
 
 from autoscaler.types import ReplicaCounts, ScalingSpec
 from controlplane.loop.context import Tuning, epoch
-from controlplane.placement import PoolView, ReplicaView
+from controlplane.placement import PoolView, ReplicaView, capacity_units
+from controlplane.placement.plan import UNIT_EPS
 from controlplane.store.models import Node, Pool, Replica
 from schema.policy import Model as ModelSpec
 from schema.types import CapacityTier, NodeState
@@ -17,19 +19,31 @@ LIVE = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.
 LIVE_VALUES = tuple(s.value for s in LIVE)
 
 
-def replica_counts(replicas: Iterable[Replica]) -> ReplicaCounts:
-    c = Counter(r.state for r in replicas)
+def replica_counts(replicas: Iterable[Replica], spec: ModelSpec) -> ReplicaCounts:
+    """Replicas by state in capacity units of the model's first shape (placement's
+    ``capacity_units``: a 96-slot replica is 1.5 next to a 64-slot first shape), rounded
+    down cumulatively -- ready, then ready + starting, then all live -- so capacity is never
+    over-counted and a model of one shape counts its replicas."""
+    units: dict[str, float] = defaultdict(float)
+    for r in replicas:
+        units[r.state] += capacity_units(spec, r.gpu_shape)
+    ready = units[NodeState.READY]
+    starting = ready + units[NodeState.RUNNING]
+    live = starting + units[NodeState.PENDING] + units[NodeState.PROVISIONING]
+    n_ready, n_starting, n_live = (math.floor(u + UNIT_EPS) for u in (ready, starting, live))
+    draining = units[NodeState.DRAINING] + units[NodeState.TERMINATING]
     return ReplicaCounts(
-        ready=c[NodeState.READY],
-        starting=c[NodeState.RUNNING],
-        provisioning=c[NodeState.PENDING] + c[NodeState.PROVISIONING],
-        draining=c[NodeState.DRAINING] + c[NodeState.TERMINATING],
+        ready=n_ready,
+        starting=n_starting - n_ready,
+        provisioning=n_live - n_starting,
+        draining=math.floor(draining + UNIT_EPS),
     )
 
 
 def scaling_spec(spec: ModelSpec, tuning: Tuning) -> ScalingSpec:
     """The autoscaler's view of a model. Replica counts are in units of the model's first
-    (preferred) shape; its capacity sets the target per replica."""
+    (preferred) shape (see :func:`replica_counts`); its capacity sets the target per
+    replica."""
     primary = spec.shapes[0]
     if spec.target.metric == "tokens_per_s" and primary.tokens_per_s is not None:
         target = primary.tokens_per_s * spec.target.utilization

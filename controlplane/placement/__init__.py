@@ -13,6 +13,8 @@ from controlplane.placement.plan import (
     Plan,
     PoolView,
     ReplicaView,
+    capacity_units,
+    live_units,
     place,
 )
 
@@ -24,5 +26,7 @@ __all__ = [
     "Plan",
     "PoolView",
     "ReplicaView",
+    "capacity_units",
+    "live_units",
     "place",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -52,7 +53,7 @@ class ModelView:
 @dataclass(frozen=True)
 class PlacementInput:
     model: ModelView
-    desired: int
+    desired: int  # in capacity units: replicas of the model's first shape (see capacity_units)
     replicas: tuple[ReplicaView, ...]  # live replicas (not draining or gone)
     pools: tuple[PoolView, ...]
     overflow: Overflow
@@ -140,6 +141,36 @@ def _option_for(model: Model, pool: PoolView) -> ShapeOption | None:
     return None
 
 
+# Slack on sums of capacity units (ratios such as 96 / 64 add up inexactly).
+UNIT_EPS = 1e-9
+
+
+def capacity_units(model: Model, shape: str) -> float:
+    """What one replica on ``shape`` serves, in replicas of the model's first (preferred)
+    shape: the unit the autoscaler's counts and desired replicas are in. Its slots over the
+    first shape's (tokens/s for a tokens/s target, where both shapes declare it), so an
+    8xH200 replica with 96 slots is 1.5 units next to a 64-slot 8xH100, and overflow onto a
+    smaller shape launches enough of it. A shape the policy no longer lists counts as 1."""
+    first = model.shapes[0]
+    opt = next((o for o in model.shapes if o.shape == shape), None)
+    if opt is None:
+        try:
+            node = parse_gpu_shape(shape)
+        except ValueError:
+            return 1.0
+        opt = next((o for o in model.shapes if parse_gpu_shape(o.shape) == node), None)
+    if opt is None:
+        return 1.0
+    tokens = model.target.metric.value == "tokens_per_s"
+    if tokens and opt.tokens_per_s is not None and first.tokens_per_s is not None:
+        return opt.tokens_per_s / first.tokens_per_s
+    return opt.max_concurrency / first.max_concurrency
+
+
+def live_units(model: Model, replicas: tuple[ReplicaView, ...]) -> float:
+    return sum(capacity_units(model, r.gpu_shape) for r in replicas)
+
+
 def _effective_tier(pool: PoolView, nodes_in_use: int) -> CapacityTier:
     """A committed pool past its commitment is billed on demand."""
     if pool.tier == CapacityTier.COMMITTED and nodes_in_use >= pool.committed:
@@ -153,9 +184,11 @@ POLICY_FILTERS = FILTERS[:4]
 
 
 def place(inp: PlacementInput) -> Plan:
-    """Launch or drain replicas so the model has ``inp.desired`` live replicas, all in pools
-    its policy allows. A replica in a pool the policy no longer allows (or that is gone
-    from the policy) is drained and replaced."""
+    """Launch or drain replicas so the model's live replicas add up to ``inp.desired``
+    capacity units (:func:`capacity_units`; one per replica for a model of one shape), all
+    in pools its policy allows: launches until they are covered, drains only what leaves
+    them covered. A replica in a pool the policy no longer allows (or that is gone from the
+    policy) is drained and replaced."""
     pools = {p.id: p for p in inp.pools}
     misplaced = [
         r
@@ -167,13 +200,9 @@ def place(inp: PlacementInput) -> Plan:
     if moved:
         gone = {r.id for r in misplaced}
         inp = replace(inp, replicas=tuple(r for r in inp.replicas if r.id not in gone))
-    live = len(inp.replicas)
-    if inp.desired < live:
-        plan = _drain(inp, live - inp.desired)
-    elif inp.desired == live:
-        plan = Plan(detail=f"{live} live replicas match desired")
-    else:
-        plan = _launch(inp, inp.desired - live)
+    units = live_units(inp.model.spec, inp.replicas)
+    short = units < inp.desired - UNIT_EPS
+    plan = _launch(inp, units) if short else _drain(inp, units)
     if not moved:
         return plan
     return replace(
@@ -183,7 +212,8 @@ def place(inp: PlacementInput) -> Plan:
     )
 
 
-def _launch(inp: PlacementInput, wanted: int) -> Plan:
+def _launch(inp: PlacementInput, units: float) -> Plan:
+    """Launch the best replica for the model, again, until ``units`` cover desired."""
     rejections: Counter[str] = Counter()
     candidates: list[PoolView] = []
     for pool in inp.pools:
@@ -197,7 +227,9 @@ def _launch(inp: PlacementInput, wanted: int) -> Plan:
     shared_replicas = inp.shared_replicas_in_use
     shared_usd = inp.shared_usd_per_hour_in_use
     launches: list[Launch] = []
-    for _ in range(wanted):
+    model = inp.model.spec
+    wanted = _units_label(inp.desired - units)
+    while units < inp.desired - UNIT_EPS:
         best: tuple[tuple[float, ...], PoolView, ShapeOption] | None = None
         for pool in candidates:
             opt = _option_for(inp.model.spec, pool)
@@ -240,8 +272,10 @@ def _launch(inp: PlacementInput, wanted: int) -> Plan:
                 reason=f"{tier.value} capacity, ${pool.price_usd_per_hour * nodes:.2f}/h",
             )
         )
-    unplaced = wanted - len(launches)
-    detail = f"launch {len(launches)} of {wanted} wanted"
+        units += capacity_units(model, opt.shape)
+    # What no pool could take, in replicas of the first shape.
+    unplaced = max(0, math.ceil(inp.desired - units - UNIT_EPS))
+    detail = f"launch {len(launches)} for {wanted} wanted"
     if unplaced:
         detail += f"; {unplaced} unplaced ({len(candidates)} eligible pools)"
     return Plan(
@@ -255,7 +289,9 @@ def _overflow_has_room(o: Overflow, replicas: int, usd: float, cost: float) -> b
     return o.max_usd_per_hour is None or usd + cost <= o.max_usd_per_hour
 
 
-def _drain(inp: PlacementInput, count: int) -> Plan:
+def _drain(inp: PlacementInput, units: float) -> Plan:
+    """Drain, in order, every replica whose capacity the others still cover desired
+    without (a large replica that cannot go is passed over for smaller ones after it)."""
     pools = {p.id: p for p in inp.pools}
 
     def order(r: ReplicaView) -> tuple[float, ...]:
@@ -267,8 +303,20 @@ def _drain(inp: PlacementInput, count: int) -> Plan:
         price = pool.price_usd_per_hour if pool else 0.0
         return (-tier, 1.0 if r.ready else 0.0, -price, -r.created_at)
 
-    chosen = sorted(inp.replicas, key=lambda r: (order(r), r.id))[:count]
+    chosen: list[ReplicaView] = []
+    for r in sorted(inp.replicas, key=lambda r: (order(r), r.id)):
+        w = capacity_units(inp.model.spec, r.gpu_shape)
+        if units - w >= inp.desired - UNIT_EPS:
+            chosen.append(r)
+            units -= w
+    if not chosen:
+        return Plan(detail=f"{len(inp.replicas)} live replicas cover desired")
     return Plan(
         drains=tuple(Drain(r.id, "scale down") for r in chosen),
         detail=f"drain {len(chosen)} of {len(inp.replicas)} live replicas",
     )
+
+
+def _units_label(units: float) -> str:
+    """A count of capacity units for details: ``3``, or ``2.5 units``."""
+    return f"{units:g}" if abs(units - round(units)) < 1e-6 else f"{units:.2f} units"

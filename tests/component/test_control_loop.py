@@ -14,15 +14,18 @@ from sqlalchemy import select
 from autoscaler import GpucapAutoscaler
 from autoscaler.types import MetricsSample
 from controlplane.loop import ControlLoop, LoopContext, Tuning
+from controlplane.loop.views import LIVE_VALUES
 from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.placement import capacity_units
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
-from controlplane.store.models import DecisionRecord, Event, Model, Node, Pool
+from controlplane.store.models import DecisionRecord, Event, Model, Node, Pool, Replica
 from controlplane.telemetry import Metrics
 from providers.base import TAG_CUSTOMER, TAG_MANAGED, NodeRequest, ownership_tags
 from providers.retry import NO_RETRY
 from providers.sim import SimCloud, SimProvider, SimTimings
+from schema.policy import Model as ModelSpec
 from schema.types import Cloud, NodeState
 
 POLICY = resources.files("controlplane.demo").joinpath("policy.yaml").read_text()
@@ -109,6 +112,24 @@ def live_nodes(store: Store, model: str | None = None) -> list[Node]:
         return [n for n in nodes if n.replica.model_id in ids]
 
 
+def live_units(store: Store, model: str) -> float:
+    """The model's live replicas in capacity units of its first shape (what desired and
+    placement count: the demo's 96-slot 8xH200 llama-70b replica is 1.5 of its 8xH100)."""
+    with store.session() as s:
+        m = s.scalars(select(Model).where(Model.name == model)).one()
+        spec = ModelSpec.model_validate(m.spec)
+        live = s.scalars(
+            select(Replica).where(Replica.model_id == m.id, Replica.state.in_(LIVE_VALUES))
+        )
+        return sum(capacity_units(spec, r.gpu_shape) for r in live)
+
+
+def assert_covers(store: Store, model: str, wanted: int) -> None:
+    """Live capacity covers ``wanted`` units, by less than one replica more."""
+    units = live_units(store, model)
+    assert wanted <= units < wanted + 1.5, units
+
+
 def assert_no_leak(store: Store, sim: SimCloud) -> None:
     """Every instance alive at the cloud has a live intent in the store, and vice versa."""
     alive = {
@@ -128,7 +149,7 @@ def test_scales_up_to_ready_and_back_down(loop, world, store):
     load.load[("demo", "llama-70b")] = 200.0  # 200 in flight / (64 x 0.7) -> 5 replicas
     run(ctl, clock, 20)
     nodes = live_nodes(store, "llama-70b")
-    assert len(nodes) == 5
+    assert_covers(store, "llama-70b", 5)
     assert all(n.state == NodeState.READY for n in nodes)
     assert all(n.instance_id and n.running_at and n.ready_at for n in nodes)
     assert_no_leak(store, sim)
@@ -155,7 +176,8 @@ def test_stockout_degrades_to_next_pool_and_blocks_the_offering(loop, world, sto
     load.load[("demo", "llama-70b")] = 100.0
     run(ctl, clock, 20)
     nodes = live_nodes(store, "llama-70b")
-    assert len(nodes) == 3 and all(n.state == NodeState.READY for n in nodes)
+    assert_covers(store, "llama-70b", 3)
+    assert all(n.state == NodeState.READY for n in nodes)
     assert all(n.instance_type != "p5.48xlarge" for n in nodes)
     with store.session() as s:
         blocked = s.scalars(select(Pool).where(Pool.instance_type == "p5.48xlarge")).all()
@@ -280,7 +302,8 @@ def test_auth_failure_blocks_the_account_and_placement_goes_elsewhere(loop, worl
     load.load[("demo", "llama-70b")] = 100.0
     run(ctl, clock, 20)
     nodes = live_nodes(store, "llama-70b")
-    assert len(nodes) == 3 and all(n.state == NodeState.READY for n in nodes)
+    assert_covers(store, "llama-70b", 3)
+    assert all(n.state == NodeState.READY for n in nodes)
     assert {n.cloud for n in nodes} <= {"gcp", "oci"}
     with store.session() as s:
         aws = s.scalars(select(Pool).where(Pool.account == "demo-aws")).all()

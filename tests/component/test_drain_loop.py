@@ -21,6 +21,7 @@ from tests.component.test_control_loop import (
     TUNING,
     Clock,
     ScriptedLoad,
+    assert_covers,
     assert_no_leak,
     live_nodes,
     run,
@@ -69,7 +70,8 @@ def world(store: Store) -> World:
     w.load.load[LLAMA] = 100.0  # -> 3 replicas of llama-70b
     w.run(20)
     nodes = live_nodes(store, "llama-70b")
-    assert len(nodes) == 3 and all(n.state == NodeState.READY for n in nodes)
+    assert_covers(store, "llama-70b", 3)
+    assert all(n.state == NodeState.READY for n in nodes)
     return w
 
 
@@ -92,7 +94,7 @@ def test_drained_node_is_terminated_and_its_replica_replaced(world: World, store
     assert world.instance_status(victim.instance_id) == "terminated"
 
     after = {n.id: n for n in live_nodes(store, "llama-70b")}
-    assert len(after) == 3 and all(n.state == NodeState.READY for n in after.values())
+    assert len(after) == len(before) and all(n.state == NodeState.READY for n in after.values())
     assert victim.id not in after
     [replacement] = set(after) - set(before)
     assert after[replacement].replica_id != victim.replica_id
@@ -125,7 +127,7 @@ def test_cordon_then_drain_moves_the_replica_out_of_the_cordoned_pool(
     world.svc.drain_node(victim.id, reason="move out of the cordoned region")
     world.run(15)
     after = {n.id: n for n in live_nodes(store, "llama-70b")}
-    assert len(after) == 3 and all(n.state == NodeState.READY for n in after.values())
+    assert len(after) == len(nodes) and all(n.state == NodeState.READY for n in after.values())
     [replacement] = set(after) - {n.id for n in nodes}
     assert after[replacement].pool_id not in cordoned
     for node_id, pool_id in neighbours.items():  # still in a cordoned pool, still serving

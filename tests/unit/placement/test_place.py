@@ -7,7 +7,14 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.placement import ModelView, PlacementInput, PoolView, ReplicaView, place
+from controlplane.placement import (
+    ModelView,
+    PlacementInput,
+    PoolView,
+    ReplicaView,
+    capacity_units,
+    place,
+)
 from schema.policy import Model, Overflow, ShapeOption
 from schema.types import CapacityTier
 
@@ -180,3 +187,94 @@ def test_properties(desired: int, live: int, hints: list[int | None]) -> None:
     for i, h in enumerate(hints):
         if h is not None:
             assert sum(x.nodes for x in plan.launches if x.pool_id == f"p{i}") <= h
+
+
+# --- capacity units: a model of several shapes ------------------------------------------
+
+H200_FIRST = Model(  # the preferred shape serves more; overflow is onto a smaller one
+    name="llama-70b",
+    shapes=[
+        ShapeOption(shape="8xH200", max_concurrency=96),
+        ShapeOption(shape="8xH100", max_concurrency=64),
+    ],
+    max_replicas=50,
+)
+
+
+def units(model: Model, shapes: list[str]) -> float:
+    return sum(capacity_units(model, s) for s in shapes)
+
+
+def test_a_larger_shape_counts_for_more_than_one_replica():
+    assert capacity_units(MODEL, "8xH200") == 1.5
+    assert capacity_units(MODEL, "8xH100") == 1.0
+    assert capacity_units(MODEL, "8xA100") == 1.0  # not in the policy (any more): one
+    # 3 units of 8xH100 capacity on 8xH200 pools (cheaper per slot): two replicas, not three.
+    plan = place(inp(3, [pool("h200", gpu_shape="8xH200", price_usd_per_hour=63.3)]))
+    assert [x.gpu_shape for x in plan.launches] == ["8xH200", "8xH200"]
+    assert plan.unplaced == 0 and "3 wanted" in plan.detail
+
+
+def test_overflow_onto_a_smaller_shape_launches_enough_of_it():
+    # 2 replicas of 8xH200 (192 slots) wanted, only 8xH100 (64 slots) left: three of them.
+    model = ModelView("acme", "llama-70b", H200_FIRST)
+    plan = place(inp(2, [pool("h100")], model=model))
+    assert [x.gpu_shape for x in plan.launches] == ["8xH100"] * 3
+    assert plan.unplaced == 0
+    # A capacity hint that lets only two through leaves one replica's worth unplaced.
+    plan = place(inp(2, [pool("h100", capacity_hint=2)], model=model))
+    assert len(plan.launches) == 2 and plan.unplaced == 1
+
+
+def test_a_scale_down_drains_only_what_leaves_desired_covered():
+    pools = [pool("h100", price_usd_per_hour=40.0), pool("h200", gpu_shape="8xH200")]
+    replicas = (
+        ReplicaView("r-h200-a", "h200", "8xH200", ready=True, created_at=1.0),
+        ReplicaView("r-h200-b", "h200", "8xH200", ready=True, created_at=2.0),
+        ReplicaView("r-h100", "h100", "8xH100", ready=True, created_at=3.0),
+    )
+    # 4 units live, 3 wanted: the dearer 8xH200s come first in the drain order, but one
+    # would leave 2.5; the 8xH100 leaves exactly 3.
+    plan = place(inp(3, pools, replicas=replicas))
+    assert [d.replica_id for d in plan.drains] == ["r-h100"]
+    # 2 wanted: one 8xH200 goes (2.5 left), then nothing else fits.
+    plan = place(inp(2, pools, replicas=replicas))
+    assert [d.replica_id for d in plan.drains] == ["r-h200-b"]
+    assert place(inp(4, pools, replicas=replicas)).drains == ()
+
+
+@given(
+    desired=st.integers(0, 30),
+    live=st.lists(st.sampled_from(["8xH100", "8xH200"]), max_size=20),
+    offered=st.lists(st.sampled_from(["8xH100", "8xH200"]), min_size=1, max_size=3),
+    first=st.sampled_from([MODEL, H200_FIRST]),
+)
+def test_capacity_unit_properties(
+    desired: int, live: list[str], offered: list[str], first: Model
+) -> None:
+    pools = [pool(f"p{i}", gpu_shape=s, price_usd_per_hour=50.0 + i) for i, s in enumerate(offered)]
+    replicas = tuple(
+        ReplicaView(f"r{i}", "p0", s, ready=i % 2 == 0, created_at=float(i))
+        for i, s in enumerate(live)
+    )
+    model = ModelView("acme", "llama-70b", first)
+    plan = place(inp(desired, pools, replicas=replicas, model=model))
+    assert not (plan.launches and plan.drains)
+    before = units(first, live)
+    launched = [x.gpu_shape for x in plan.launches]
+    drained = {d.replica_id for d in plan.drains}
+    after = (
+        before
+        + units(first, launched)
+        - sum(capacity_units(first, r.gpu_shape) for r in replicas if r.id in drained)
+    )
+    # Desired is covered (pools here have no limits), never by more than the last launch,
+    # and a drain never uncovers it; nothing is launched when it is covered ...
+    assert plan.unplaced == 0 and after >= desired - 1e-9
+    if launched:
+        assert after - capacity_units(first, launched[-1]) < desired
+    if before >= desired - 1e-9:
+        assert not launched
+    # ... and a scale-down happens whenever some replica can go.
+    if any(before - capacity_units(first, s) >= desired - 1e-9 for s in live):
+        assert plan.drains
