@@ -229,7 +229,10 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     launches: list[Launch] = []
     model = inp.model.spec
     wanted = _units_label(inp.desired - units)
-    while units < inp.desired - UNIT_EPS:
+    # max_replicas also bounds the replicas run: with a much smaller overflow shape, the
+    # units it takes would otherwise launch without limit.
+    room = max(0, model.max_replicas - len(inp.replicas))
+    while units < inp.desired - UNIT_EPS and len(launches) < room:
         best: tuple[tuple[float, ...], PoolView, ShapeOption] | None = None
         for pool in candidates:
             opt = _option_for(inp.model.spec, pool)
@@ -276,7 +279,9 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     # What no pool could take, in replicas of the first shape.
     unplaced = max(0, math.ceil(inp.desired - units - UNIT_EPS))
     detail = f"launch {len(launches)} for {wanted} wanted"
-    if unplaced:
+    if unplaced and len(launches) == room:
+        detail += f"; {unplaced} unplaced (max_replicas {model.max_replicas} reached)"
+    elif unplaced:
         detail += f"; {unplaced} unplaced ({len(candidates)} eligible pools)"
     return Plan(
         launches=tuple(launches), unplaced=unplaced, rejections=dict(rejections), detail=detail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from hypothesis import given
@@ -224,6 +225,11 @@ def test_overflow_onto_a_smaller_shape_launches_enough_of_it():
     # A capacity hint that lets only two through leaves one replica's worth unplaced.
     plan = place(inp(2, [pool("h100", capacity_hint=2)], model=model))
     assert len(plan.launches) == 2 and plan.unplaced == 1
+    # max_replicas bounds the replicas run, not only the units asked for.
+    capped = ModelView("acme", "llama-70b", H200_FIRST.model_copy(update={"max_replicas": 2}))
+    plan = place(inp(2, [pool("h100")], model=capped))
+    assert len(plan.launches) == 2 and plan.unplaced == 1
+    assert "max_replicas 2 reached" in plan.detail
 
 
 def test_a_scale_down_drains_only_what_leaves_desired_covered():
@@ -244,8 +250,8 @@ def test_a_scale_down_drains_only_what_leaves_desired_covered():
 
 
 @given(
-    desired=st.integers(0, 30),
-    live=st.lists(st.sampled_from(["8xH100", "8xH200"]), max_size=20),
+    desired=st.integers(0, 40),
+    live=st.lists(st.sampled_from(["8xH100", "8xH200"]), max_size=30),
     offered=st.lists(st.sampled_from(["8xH100", "8xH200"]), min_size=1, max_size=3),
     first=st.sampled_from([MODEL, H200_FIRST]),
 )
@@ -268,9 +274,14 @@ def test_capacity_unit_properties(
         + units(first, launched)
         - sum(capacity_units(first, r.gpu_shape) for r in replicas if r.id in drained)
     )
-    # Desired is covered (pools here have no limits), never by more than the last launch,
-    # and a drain never uncovers it; nothing is launched when it is covered ...
-    assert plan.unplaced == 0 and after >= desired - 1e-9
+    # Desired is covered (pools here have no limits; max_replicas caps the replicas run),
+    # never by more than the last launch, and a drain never uncovers it; nothing is
+    # launched when it is covered ...
+    if len(live) + len(launched) < first.max_replicas:
+        assert plan.unplaced == 0 and after >= desired - 1e-9
+    else:
+        assert plan.unplaced == max(0, math.ceil(desired - after - 1e-9))
+        assert not plan.unplaced or "max_replicas" in plan.detail
     if launched:
         assert after - capacity_units(first, launched[-1]) < desired
     if before >= desired - 1e-9:
