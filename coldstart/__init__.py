@@ -2,6 +2,6 @@
 there (baked image, pre-staged weights, warm nodes). Pure estimates here; the staging work
 itself (weight pre-staging, image snapshotting, warm pools) is done by the control plane."""
 
-from coldstart.model import ColdStartModel, Phases, Staging
+from coldstart.model import ColdStartModel, Phases, Staging, expected_ready_from
 
-__all__ = ["ColdStartModel", "Phases", "Staging"]
+__all__ = ["ColdStartModel", "Phases", "Staging", "expected_ready_from"]

@@ -9,6 +9,8 @@ weights on local NVMe: fetch; warm node: capacity+VM and bootstrap).
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 GIB = 1024**3
@@ -78,3 +80,17 @@ class ColdStartModel:
                 init_s=p.init_s * factor,
             )
         )
+
+
+# How many of a model's most recent observed times-to-ready set its expected cold start.
+OBSERVED_KEPT = 5
+
+
+def expected_ready_from(observed: Sequence[float], modeled: float) -> float:
+    """The expected time-to-ready of a model's (or a pool's) next replica: the median of the
+    most recent observed ones (up to ``OBSERVED_KEPT``, oldest first) -- they carry what the
+    phase model cannot know: this cloud's real capacity wait, this image, these weights --
+    else the phase model's ``modeled`` estimate. A median, so one slow launch does not move
+    it."""
+    recent = [x for x in observed[-OBSERVED_KEPT:] if x >= 0]
+    return statistics.median(recent) if recent else modeled

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler.types import AutoscalerInput, Decision
+from coldstart import expected_ready_from
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.views import (
     LIVE_VALUES,
@@ -127,12 +128,14 @@ class ControlLoop:
         with ctx.store.session() as s:
             models = s.scalars(select(Model).where(Model.deleted_at.is_(None))).all()
             replicas = _replicas_by_model(s)
+            observed = _observed_ready_s(s, now_dt)
             for m in models:
                 spec = ModelSpec.model_validate(m.spec)
                 counts = replica_counts(replicas[m.id], spec)
                 sspec = scaling_spec(spec, ctx.tuning)
                 window = ctx.window.window((m.customer, m.name), now)
-                cold = self._cold_start_s(spec)
+                seen = [t for _, t in observed.get(m.id, [])]
+                cold = expected_ready_from(seen, self._cold_start_s(spec))
                 inp = AutoscalerInput(m.name, now, window, counts, sspec, cold)
                 state = dict(m.autoscaler_state or {})
                 state_before = dict(state)
@@ -180,6 +183,7 @@ class ControlLoop:
         with ctx.store.session() as s:
             customers = s.scalars(select(Customer)).all()
             replicas = _replicas_by_model(s)
+            observed = _observed_ready_s(s, now_dt)
             for cust in customers:
                 overflow = self._overflow(s, cust)
                 pools = s.scalars(
@@ -200,8 +204,16 @@ class ControlLoop:
                     if m.deleted_at is not None and not live:
                         continue
                     spec = ModelSpec.model_validate(m.spec)
-                    cold = self._cold_start_s(spec)
-                    views = tuple(pool_view(p, in_use[p.id], cold) for p in pools)
+                    seen = observed.get(m.id, [])
+                    cold = expected_ready_from([t for _, t in seen], self._cold_start_s(spec))
+                    views = tuple(
+                        pool_view(
+                            p,
+                            in_use[p.id],
+                            expected_ready_from([t for q, t in seen if q == p.id], cold),
+                        )
+                        for p in pools
+                    )
                     desired = 0 if m.deleted_at is not None else m.desired_replicas
                     inp = PlacementInput(
                         model=ModelView(m.customer, m.name, spec),
@@ -637,8 +649,9 @@ class ControlLoop:
 
     # ------------------------------------------------------------------ helpers
     def _cold_start_s(self, spec: ModelSpec) -> float:
-        """Expected time-to-ready of a new replica (a model without declared weights is
-        costed as a 16 GB one, an 8B-class model in bf16)."""
+        """The phase model's time-to-ready of a new replica, until some are observed (a
+        model without declared weights is costed as a 16 GB one, an 8B-class model in
+        bf16)."""
         ctx = self.ctx
         weights_gb = spec.weights.size_gb if spec.weights else 16.0
         return ctx.coldstart.expected_ready_s(weights_gb) * ctx.tuning.cold_start_scale
@@ -661,6 +674,28 @@ class ControlLoop:
         self.ctx.telemetry.nodes.clear()
         for (pool, state), c in counts.items():
             self.ctx.telemetry.nodes.labels(pool, state).set(c)
+
+
+# Observed times-to-ready older than this no longer describe a pool (images, weights and
+# the clouds' capacity change).
+OBSERVED_FOR = timedelta(days=7)
+
+
+def _observed_ready_s(s: Session, now: datetime) -> dict[int, list[tuple[str, float]]]:
+    """Per model, the (pool, seconds from launch to ready) of its replicas that became ready
+    in the last ``OBSERVED_FOR``, oldest first: what the next replica's cold start is
+    expected from (``coldstart.expected_ready_from``)."""
+    out: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    rows = s.execute(
+        select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at)
+        .where(Replica.ready_at.is_not(None), Replica.ready_at >= now - OBSERVED_FOR)
+        .order_by(Replica.ready_at, Replica.id)
+    )
+    for model_id, pool_id, created, ready in rows:
+        start, end = epoch(created), epoch(ready)
+        if start is not None and end is not None:
+            out[model_id].append((pool_id, end - start))
+    return out
 
 
 def _replicas_by_model(s: Session) -> dict[int, list[Replica]]:

@@ -4,6 +4,7 @@ clock. Asserts the state of the world: rows in the store and instances at the cl
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -13,7 +14,10 @@ from sqlalchemy import select
 
 from autoscaler import GpucapAutoscaler
 from autoscaler.types import MetricsSample
+from coldstart import ColdStartModel
+from coldstart.model import OBSERVED_KEPT
 from controlplane.loop import ControlLoop, LoopContext, Tuning
+from controlplane.loop.context import epoch
 from controlplane.loop.views import LIVE_VALUES
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.placement import capacity_units
@@ -325,3 +329,37 @@ def test_throttling_and_5xx_back_off_then_succeed_in_place(loop, world, store):
         # Throttling is never a reason to block an offering (HOUSE-STYLE principle 7).
         assert all(p.unavailable_until is None for p in s.scalars(select(Pool)))
     assert_no_leak(store, sim)
+
+
+def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    with store.session() as s:
+        spec = ModelSpec.model_validate(
+            s.scalars(select(Model).where(Model.name == "llama-70b")).one().spec
+        )
+    # The phase model's estimate, shrunk by the test's tuning as the demo shrinks it.
+    modeled = ColdStartModel().expected_ready_s(spec.weights.size_gb if spec.weights else 16.0)
+    modeled *= TUNING.cold_start_scale
+    load.load[("demo", "llama-70b")] = 100.0
+    run(ctl, clock, 20)
+    with store.session() as s:
+        m = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
+        ready = s.scalars(
+            select(Replica)
+            .where(Replica.model_id == m.id, Replica.ready_at.is_not(None))
+            .order_by(Replica.ready_at, Replica.id)
+        )
+        took = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
+        took = took[-OBSERVED_KEPT:]  # the newest count
+    assert took and all(t > modeled for t in took)  # the simulated cloud is slower
+    load.load[("demo", "llama-70b")] = 300.0  # a decision after them
+    run(ctl, clock, 2)
+    with store.session() as s:
+        last = s.scalars(
+            select(DecisionRecord)
+            .where(DecisionRecord.kind == "autoscale", DecisionRecord.model == "llama-70b")
+            .order_by(DecisionRecord.id.desc())
+        ).first()
+    assert last is not None
+    assert last.inputs["cold_start_s"] == pytest.approx(statistics.median(took))
