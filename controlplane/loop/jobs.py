@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -25,7 +26,14 @@ from controlplane.loop.views import (
     scaling_spec,
 )
 from controlplane.metrics_sources import Capacity, ModelKey
-from controlplane.placement import ModelView, PlacementInput, capacity_units, place
+from controlplane.placement import (
+    ModelView,
+    PlacementInput,
+    capacity_units,
+    live_units,
+    place,
+)
+from controlplane.placement.plan import UNIT_EPS
 from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
@@ -214,11 +222,18 @@ class ControlLoop:
                         )
                         for p in pools
                     )
-                    desired = 0 if m.deleted_at is not None else m.desired_replicas
+                    live_views = tuple(replica_view(r) for r in live)
+                    desired: float = m.desired_replicas
+                    if m.deleted_at is not None:
+                        desired = 0
+                    elif m.paused and m.pinned_replicas is None:
+                        # Paused holds what runs: its units exactly (the decision's whole
+                        # count could drain a replica smaller than the first shape).
+                        desired = live_units(spec, live_views)
                     inp = PlacementInput(
                         model=ModelView(m.customer, m.name, spec),
                         desired=desired,
-                        replicas=tuple(replica_view(r) for r in live),
+                        replicas=live_views,
                         pools=views,
                         overflow=overflow,
                         shared_replicas_in_use=shared_replicas,
@@ -245,7 +260,7 @@ class ControlLoop:
                                 kind="placement",
                                 customer=m.customer,
                                 model=m.name,
-                                desired=desired,
+                                desired=math.ceil(desired - UNIT_EPS),
                                 reason="unplaced" if plan.unplaced else "placed",
                                 detail=plan.detail,
                                 inputs={

@@ -53,7 +53,10 @@ class ModelView:
 @dataclass(frozen=True)
 class PlacementInput:
     model: ModelView
-    desired: int  # in capacity units: replicas of the model's first shape (see capacity_units)
+    # In capacity units (see capacity_units): the autoscaler's whole replicas of the first
+    # shape, or a paused model's own live units (fractional with mixed shapes), which hold
+    # its scale exactly: only replicas moved out of disallowed pools are replaced.
+    desired: float
     replicas: tuple[ReplicaView, ...]  # live replicas (not draining or gone)
     pools: tuple[PoolView, ...]
     overflow: Overflow

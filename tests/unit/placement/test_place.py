@@ -43,7 +43,7 @@ def pool(pid: str, **kw: object) -> PoolView:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
-def inp(desired: int, pools: list[PoolView], **kw: object) -> PlacementInput:
+def inp(desired: float, pools: list[PoolView], **kw: object) -> PlacementInput:
     base = PlacementInput(
         model=ModelView("acme", "llama-70b", MODEL),
         desired=desired,
@@ -247,6 +247,25 @@ def test_a_scale_down_drains_only_what_leaves_desired_covered():
     plan = place(inp(2, pools, replicas=replicas))
     assert [d.replica_id for d in plan.drains] == ["r-h200-b"]
     assert place(inp(4, pools, replicas=replicas)).drains == ()
+
+
+def test_holding_the_live_units_launches_and_drains_nothing_but_replacements():
+    # A paused model holds its live units: four 64-slot replicas are 2.67 of its 96-slot
+    # first shape. Its whole count (2) would drain one of them.
+    h100 = [pool("h100")]
+    replicas = tuple(
+        ReplicaView(f"r{i}", "h100", "8xH100", ready=True, created_at=float(i)) for i in range(4)
+    )
+    model = ModelView("acme", "llama-70b", H200_FIRST)
+    held = units(H200_FIRST, ["8xH100"] * 4)
+    assert place(inp(held, h100, replicas=replicas, model=model)).drains == ()
+    assert place(inp(held, h100, replicas=replicas, model=model)).launches == ()
+    assert len(place(inp(2, h100, replicas=replicas, model=model)).drains) == 1
+    # One of them in a pool the policy no longer allows: moved, and replaced.
+    moved = (ReplicaView("r-gone", "removed-pool", "8xH100", True, 9.0), *replicas[1:])
+    plan = place(inp(held, h100, replicas=moved, model=model))
+    assert [d.replica_id for d in plan.drains] == ["r-gone"]
+    assert [x.pool_id for x in plan.launches] == ["h100"]
 
 
 @given(
