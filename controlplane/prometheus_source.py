@@ -89,6 +89,8 @@ def _secret(path: str) -> str:
         raise QueryFailed("credentials", f"cannot read {path}: {exc.strerror}") from None
     if not value:
         raise QueryFailed("credentials", f"{path} is empty")
+    if any(c in value for c in "\r\n\0"):  # (it would not fit in a header; never echoed)
+        raise QueryFailed("credentials", f"{path} holds more than one line")
     return value
 
 

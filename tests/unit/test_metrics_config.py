@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.daemon import Daemon, cloud_wiring
-from controlplane.prometheus_source import PrometheusSource
+from controlplane.prometheus_source import Credentials, PrometheusSource, QueryFailed
 from schema.daemon_config import VLLM_IN_FLIGHT, DaemonConfig
 from schema.policy_file import PolicyError, parse_yaml_model
 
@@ -119,3 +119,28 @@ def test_tls_files_are_read_beside_the_config_and_named_when_unreadable(tmp_path
     (tmp_path / "prom-ca.pem").write_text("not a certificate\n")
     with pytest.raises(ValueError, match="metrics.tls_ca: .* is not a PEM CA bundle"):
         PrometheusSource.from_config(cfg.metrics, None, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [(None, "cannot read"), ("", "is empty"), ("s3cr3t\nvalue", "more than one line")],
+)
+def test_an_unusable_secret_file_is_a_named_failure_never_an_exception(
+    tmp_path: Path, text: str | None, says: str
+):
+    secret = tmp_path / "token"
+    if text is not None:
+        secret.write_text(text)
+    with pytest.raises(QueryFailed) as exc:
+        Credentials(token_file=str(secret)).authorization()
+    assert exc.value.reason == "credentials" and says in exc.value.detail
+    assert "s3cr3t" not in exc.value.detail  # the secret is never repeated
+
+
+def test_secrets_are_read_at_every_use(tmp_path: Path):
+    secret = tmp_path / "password"
+    secret.write_text("one\n")
+    basic = Credentials(username="gpucap", password_file=str(secret))
+    first = basic.authorization()
+    secret.write_text("two")
+    assert first == "Basic Z3B1Y2FwOm9uZQ==" and basic.authorization() == "Basic Z3B1Y2FwOnR3bw=="
