@@ -120,6 +120,36 @@ def tls_context(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLCon
 
 
 @dataclass
+class TlsFiles:
+    """The TLS files of a source, loaded again whenever one changes on disk: a client
+    certificate rotated in place (cert-manager, a renewal cron) is used without a restart.
+    Loaded once at start, where a bad file is a config error; later, a bad file fails the
+    collection (``reason="tls"``) until it is fixed."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    _stamp: tuple[bytes | None, ...] | None = None
+    _context: ssl.SSLContext | None = None
+
+    def context(self) -> ssl.SSLContext:
+        try:
+            stamp = tuple(_file_stamp(p) for p in (self.ca, self.cert, self.key))
+            if self._context is None or stamp != self._stamp:
+                self._context = tls_context(self.ca, self.cert, self.key)
+                self._stamp = stamp
+        except (OSError, ValueError) as exc:
+            raise QueryFailed("tls", str(exc)) from None
+        return self._context
+
+
+def _file_stamp(path: str | None) -> bytes | None:
+    """The file's bytes (a few KB): a rewrite within a file system's timestamp
+    granularity, with the same size, is still seen."""
+    return None if path is None else Path(path).read_bytes()
+
+
+@dataclass
 class PrometheusSource:
     url: str  # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
     queries: MetricsQueries = MetricsQueries()
@@ -128,7 +158,7 @@ class PrometheusSource:
     telemetry: Metrics | None = None
     monotonic: Callable[[], float] = time.monotonic  # deadline bookkeeping only
     credentials: Credentials = Credentials()
-    tls: ssl.SSLContext | None = None  # None: the default verification for https
+    tls: TlsFiles | None = None  # None: the default verification for https
 
     @classmethod
     def from_config(
@@ -142,7 +172,8 @@ class PrometheusSource:
         basic = cfg.basic_auth
         tls = None
         if cfg.tls_ca is not None or cfg.tls_cert is not None:
-            tls = tls_context(path(cfg.tls_ca), path(cfg.tls_cert), path(cfg.tls_key))
+            tls = TlsFiles(path(cfg.tls_ca), path(cfg.tls_cert), path(cfg.tls_key))
+            tls_context(tls.ca, tls.cert, tls.key)  # a bad file stops the daemon at start
         return cls(
             url=cfg.url,
             queries=cfg.queries,
@@ -234,7 +265,7 @@ class PrometheusSource:
         authorization = self.credentials.authorization()
         if authorization is not None:
             headers["Authorization"] = authorization
-        body = _fetch(url, remaining, headers, self.tls)
+        body = _fetch(url, remaining, headers, self.tls.context() if self.tls else None)
         return _parse_vector(body, now, self.max_age_s, combine)
 
 

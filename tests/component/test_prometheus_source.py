@@ -4,6 +4,7 @@ server can fail to answer (down, wedged, erroring, not Prometheus at all)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from tests.fakes.prometheus_server import (
     BearerProxy,
     PrometheusFleet,
     VllmReplica,
+    make_web_security,
     running_prometheus,
 )
 
@@ -362,3 +364,32 @@ def test_a_bearer_token_is_read_from_its_file_at_every_collection(fleet, served,
         assert source.collect(time.time(), caps(key))[key] is not None
     finally:
         proxy.stop()
+
+
+def test_a_client_certificate_rotated_in_place_is_used_without_a_restart(secured, tmp_path):
+    password = tmp_path / "prom-password"
+    password.write_text(TEST_PASSWORD)
+    sec = secured.server.security
+    assert sec is not None
+    # Start with a client certificate from another CA: refused.
+    (tmp_path / "other").mkdir()
+    other = make_web_security(tmp_path / "other")
+    cert, key = tmp_path / "client.pem", tmp_path / "client.key"
+    shutil.copy(other.client_cert, cert)
+    shutil.copy(other.client_key, key)
+    telemetry = Metrics()
+    source = PrometheusSource.from_config(
+        secured_config(secured, password, tls_cert=str(cert), tls_key=str(key)), telemetry
+    )
+    k = ("acme", "llama-70b")
+    assert source.collect(time.time(), caps(k)) == {k: None}
+    assert errors(telemetry, "tls") == 1
+    # The renewed certificate lands in the same files: the next collection uses it.
+    shutil.copy(sec.client_cert, cert)
+    shutil.copy(sec.client_key, key)
+    sample = source.collect(time.time(), caps(k))[k]
+    assert sample is not None and sample.in_flight == 7
+    # A half-written rotation (a key that is not PEM) fails the collection, not the daemon.
+    key.write_text("not a key\n")
+    assert source.collect(time.time(), caps(k)) == {k: None}
+    assert errors(telemetry, "tls") == 2
