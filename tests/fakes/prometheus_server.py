@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ipaddress
 import json
 import os
 import shutil
@@ -34,7 +33,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from tests.tls_certs import ca_signed_localhost
 
 PROMETHEUS_BIN = os.environ.get("GPUCAP_TEST_PROMETHEUS", "/usr/bin/prometheus")
 SCRAPE_INTERVAL_S = 1.0
@@ -232,94 +232,13 @@ class WebSecurity:
 
 def make_web_security(workdir: Path) -> WebSecurity:
     """A throwaway CA and the server (127.0.0.1) and client certificates it signs."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.now(UTC)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return path
-
-    def write_cert(cert: x509.Certificate, path: Path) -> Path:
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return path
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("gpucap test CA"))
-        .issuer_name(name("gpucap test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(
-        cn: str, usage: x509.ObjectIdentifier, san: list[x509.GeneralName]
-    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(minutes=5))
-            .not_valid_after(now + timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                critical=False,
-            )
-        )
-        if san:
-            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return builder.sign(ca_key, hashes.SHA256()), key
-
-    server, server_key = leaf(
-        "127.0.0.1",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
-    )
-    client, client_key = leaf("gpucap", ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    pki = ca_signed_localhost(workdir)
     return WebSecurity(
-        ca=write_cert(ca, workdir / "ca.pem"),
-        server_cert=write_cert(server, workdir / "server.pem"),
-        server_key=write_key(server_key, workdir / "server.key"),
-        client_cert=write_cert(client, workdir / "client.pem"),
-        client_key=write_key(client_key, workdir / "client.key"),
+        ca=pki.ca,
+        server_cert=pki.server.cert,
+        server_key=pki.server.key,
+        client_cert=pki.client.cert,
+        client_key=pki.client.key,
     )
 
 
