@@ -94,7 +94,7 @@ class SyntheticTraffic:
                 in_flight=in_flight,
                 queue_depth=queued,
                 tokens_per_s=in_flight / shape.service_s * shape.tokens_per_request,
-                completion_rate=in_flight / shape.service_s,  # full slots finish at this rate
+                completion_rate=in_flight / shape.service_s,  # what is served ends at this rate
             )
         return out
 
