@@ -132,21 +132,32 @@ class TlsFiles:
     _stamp: tuple[bytes | None, ...] | None = None
     _context: ssl.SSLContext | None = None
 
-    def context(self) -> ssl.SSLContext:
-        try:
-            stamp = tuple(_file_stamp(p) for p in (self.ca, self.cert, self.key))
-            if self._context is None or stamp != self._stamp:
-                self._context = tls_context(self.ca, self.cert, self.key)
-                self._stamp = stamp
-        except (OSError, ValueError) as exc:
-            raise QueryFailed("tls", str(exc)) from None
+    def load(self) -> ssl.SSLContext:
+        """The context, loaded again if a file changed; ValueError naming a bad file."""
+        stamp = tuple(_file_stamp(p) for p in (self.ca, self.cert, self.key))
+        if self._context is None or stamp != self._stamp:
+            self._context = tls_context(self.ca, self.cert, self.key)
+            self._stamp = stamp
         return self._context
+
+    def context(self) -> ssl.SSLContext:
+        """:meth:`load` for a collection: a bad file fails it as ``reason="tls"``."""
+        try:
+            return self.load()
+        except ValueError as exc:
+            raise QueryFailed("tls", str(exc)) from None
 
 
 def _file_stamp(path: str | None) -> bytes | None:
     """The file's bytes (a few KB): a rewrite within a file system's timestamp
-    granularity, with the same size, is still seen."""
-    return None if path is None else Path(path).read_bytes()
+    granularity, with the same size, is still seen. None where there is no file or it
+    cannot be read (``tls_context`` then names it)."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
 
 
 @dataclass
@@ -173,7 +184,7 @@ class PrometheusSource:
         tls = None
         if cfg.tls_ca is not None or cfg.tls_cert is not None:
             tls = TlsFiles(path(cfg.tls_ca), path(cfg.tls_cert), path(cfg.tls_key))
-            tls_context(tls.ca, tls.cert, tls.key)  # a bad file stops the daemon at start
+            tls.load()  # a bad file stops the daemon at start
         return cls(
             url=cfg.url,
             queries=cfg.queries,
