@@ -29,9 +29,9 @@ from tests.fakes.prometheus_server import (
     BearerProxy,
     PrometheusFleet,
     VllmReplica,
-    make_web_security,
     running_prometheus,
 )
+from tests.tls_certs import ca_signed_localhost
 
 # Shared with the component test of the control loop: one Prometheus per worker.
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -295,9 +295,9 @@ def secured_config(fleet: PrometheusFleet, password_file: Path, **changes: Any) 
         "source": "prometheus",
         "url": fleet.url,
         "queries": SHORT,
-        "tls_ca": str(sec.ca),
-        "tls_cert": str(sec.client_cert),
-        "tls_key": str(sec.client_key),
+        "tls_ca": str(sec.pki.ca),
+        "tls_cert": str(sec.pki.client.cert),
+        "tls_key": str(sec.pki.client.key),
         "basic_auth": BasicAuth(username=TEST_USER, password_file=str(password_file)),
     }
     return MetricsConfig(**{**fields, **changes})
@@ -327,13 +327,14 @@ def test_refused_tls_or_credentials_read_as_no_data_with_their_reason(
 ):
     password = tmp_path / "prom-password"
     password.write_text("wrong" if change == "wrong password" else TEST_PASSWORD)
-    changes: dict[str, Any] = {
+    by_change: dict[str, dict[str, Any]] = {
         "no password file": {
             "basic_auth": BasicAuth(username=TEST_USER, password_file=str(tmp_path / "gone"))
         },
         "system CAs only": {"tls_ca": None},
         "no client certificate": {"tls_cert": None, "tls_key": None},
-    }.get(change, {})
+    }
+    changes = by_change.get(change, {})
     telemetry = Metrics()
     source = PrometheusSource.from_config(secured_config(secured, password, **changes), telemetry)
     key = ("acme", "llama-70b")
@@ -373,10 +374,10 @@ def test_a_client_certificate_rotated_in_place_is_used_without_a_restart(secured
     assert sec is not None
     # Start with a client certificate from another CA: refused.
     (tmp_path / "other").mkdir()
-    other = make_web_security(tmp_path / "other")
+    other = ca_signed_localhost(tmp_path / "other").client
     cert, key = tmp_path / "client.pem", tmp_path / "client.key"
-    shutil.copy(other.client_cert, cert)
-    shutil.copy(other.client_key, key)
+    shutil.copy(other.cert, cert)
+    shutil.copy(other.key, key)
     telemetry = Metrics()
     source = PrometheusSource.from_config(
         secured_config(secured, password, tls_cert=str(cert), tls_key=str(key)), telemetry
@@ -385,8 +386,8 @@ def test_a_client_certificate_rotated_in_place_is_used_without_a_restart(secured
     assert source.collect(time.time(), caps(k)) == {k: None}
     assert errors(telemetry, "tls") == 1
     # The renewed certificate lands in the same files: the next collection uses it.
-    shutil.copy(sec.client_cert, cert)
-    shutil.copy(sec.client_key, key)
+    shutil.copy(sec.pki.client.cert, cert)
+    shutil.copy(sec.pki.client.key, key)
     sample = source.collect(time.time(), caps(k))[k]
     assert sample is not None and sample.in_flight == 7
     # A half-written rotation (a key that is not PEM) fails the collection, not the daemon.

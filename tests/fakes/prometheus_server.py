@@ -41,7 +41,7 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from tests.tls_certs import ca_signed_localhost
+from tests.tls_certs import LocalPki, ca_signed_localhost
 
 PROMETHEUS_BIN = os.environ.get("GPUCAP_TEST_PROMETHEUS", "/usr/bin/prometheus")
 SCRAPE_INTERVAL_S = 1.0
@@ -203,43 +203,27 @@ class WebSecurity:
     """Prometheus' --web.config.file: https with a certificate from a test CA, client
     certificates required (mTLS) and basic auth; plus the client side that passes."""
 
-    ca: Path  # signs the server's and the client's certificates
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
+    pki: LocalPki  # the test CA and the server and client certificates it signs
 
     def web_config(self) -> dict[str, Any]:
         return {
             "tls_server_config": {
-                "cert_file": str(self.server_cert),
-                "key_file": str(self.server_key),
+                "cert_file": str(self.pki.server.cert),
+                "key_file": str(self.pki.server.key),
                 "client_auth_type": "RequireAndVerifyClientCert",
-                "client_ca_file": str(self.ca),
+                "client_ca_file": str(self.pki.ca),
             },
             "basic_auth_users": {TEST_USER: TEST_PASSWORD_BCRYPT},
         }
 
     def client_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.ca))
-        context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        context = ssl.create_default_context(cafile=str(self.pki.ca))
+        context.load_cert_chain(str(self.pki.client.cert), str(self.pki.client.key))
         return context
 
     def client_headers(self) -> dict[str, str]:
         pair = base64.b64encode(f"{TEST_USER}:{TEST_PASSWORD}".encode()).decode()
         return {"Authorization": f"Basic {pair}"}
-
-
-def make_web_security(workdir: Path) -> WebSecurity:
-    """A throwaway CA and the server (127.0.0.1) and client certificates it signs."""
-    pki = ca_signed_localhost(workdir)
-    return WebSecurity(
-        ca=pki.ca,
-        server_cert=pki.server.cert,
-        server_key=pki.server.key,
-        client_cert=pki.client.cert,
-        client_key=pki.client.key,
-    )
 
 
 class BearerProxy:
@@ -488,7 +472,7 @@ def running_prometheus(
     exporter = VllmExporter()
     try:
         with tempfile.TemporaryDirectory(prefix="gpucap-prom-") as tmp:
-            security = make_web_security(Path(tmp)) if secured else None
+            security = WebSecurity(ca_signed_localhost(Path(tmp))) if secured else None
             server = PrometheusServer(Path(tmp), [exporter.addr], binary, security)
             try:
                 server.start(ready_timeout_s)
