@@ -142,8 +142,7 @@ class ControlLoop:
                 counts = replica_counts(replicas[m.id], spec)
                 sspec = scaling_spec(spec, ctx.tuning)
                 window = ctx.window.window((m.customer, m.name), now)
-                seen = [t for _, t in observed.get(m.id, [])]
-                cold = expected_ready_from(seen, self._cold_start_s(spec))
+                cold = self._expected_cold_start(spec, observed.get(m.id, []))
                 inp = AutoscalerInput(m.name, now, window, counts, sspec, cold)
                 state = dict(m.autoscaler_state or {})
                 state_before = dict(state)
@@ -213,8 +212,8 @@ class ControlLoop:
                         continue
                     spec = ModelSpec.model_validate(m.spec)
                     seen = observed.get(m.id, [])
-                    cold = expected_ready_from([t for _, t in seen], self._cold_start_s(spec))
-                    views = tuple(
+                    cold = self._expected_cold_start(spec, seen)
+                    views = tuple(  # (each pool's own observations first)
                         pool_view(
                             p,
                             in_use[p.id],
@@ -663,6 +662,11 @@ class ControlLoop:
         return reaped
 
     # ------------------------------------------------------------------ helpers
+    def _expected_cold_start(self, spec: ModelSpec, observed: list[tuple[str, float]]) -> float:
+        """The model's next time-to-ready: its observed (pool, seconds) once there are
+        some, the phase model before."""
+        return expected_ready_from([t for _, t in observed], self._cold_start_s(spec))
+
     def _cold_start_s(self, spec: ModelSpec) -> float:
         """The phase model's time-to-ready of a new replica, until some are observed (a
         model without declared weights is costed as a 16 GB one, an 8B-class model in
