@@ -298,9 +298,13 @@ def _timestamp(file: str, line: int, text: str) -> tuple[float, bool]:
     """Seconds, and whether they are absolute (ISO 8601) rather than from the start."""
     text = text.strip()
     try:
-        return float(text), False
+        seconds = float(text)
     except ValueError:
         pass
+    else:  # ("nan" and "inf" parse as floats, and a replay cannot start before 0)
+        if not math.isfinite(seconds) or seconds < 0:
+            raise TraceError(file, f"timestamp: seconds must be finite and >= 0: {text!r}", line)
+        return seconds, False
     iso = text
     if "." in iso:  # Azure writes 7 fractional digits; datetime takes at most 6
         head, frac = iso.split(".", 1)

@@ -107,6 +107,9 @@ def test_window_selects_and_rebases(tmp_path: Path) -> None:
         (AZURE + "2023-11-16 18:17:07.0,1\n", 5, "expected 3 columns"),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,1\n", 2, "timestamp"),
         ("timestamp,service_s\n1,-3\n", 2, "service_s: must be a finite number >= 0"),
+        ("timestamp,service_s\n0,1\nnan,1\n", 3, "timestamp: seconds must be finite"),
+        ("timestamp,service_s\n0,1\ninf,1\n", 3, "timestamp: seconds must be finite"),
+        ("timestamp,service_s\n0,1\n-1,1\n", 3, "timestamp: seconds must be finite and >= 0"),
         ("timestamp,model,input_tokens,output_tokens,service_s\n1,a,,,\n", 2, "needs input"),
     ],
 )
