@@ -61,6 +61,60 @@ def test_samples_are_exact_time_averages(
         assert s.completion_rate == float(np.count_nonzero((end >= k) & (end < k + 1)))
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0.0, 30.0), min_size=1, max_size=40),
+    waits=st.lists(st.floats(0.0, 4.0), min_size=40, max_size=40),
+    services=st.lists(st.floats(0.01, 9.0), min_size=40, max_size=40),
+    ticks=st.lists(st.integers(1, 120), min_size=1, max_size=8),
+    history=st.integers(1, 12),
+)
+def test_a_short_history_keeps_exact_samples_across_long_steps(
+    gaps: list[float],
+    waits: list[float],
+    services: list[float],
+    ticks: list[int],
+    history: int,
+) -> None:
+    """Steps longer than the history (a model woken after sleeping) compute only the bins
+    kept; the counts carried over the skipped ones must leave those exact."""
+    arr = np.cumsum(gaps)
+    n = arr.size
+    start = np.maximum.accumulate(arr + np.array(waits[:n]))
+    svc = np.array(services[:n])
+    end = start + svc
+    meter = LoadMeter(arr, svc, None, interval_s=1.0, history_s=float(history))
+    horizon = int(np.ceil(end.max())) + 2
+    upto = 0
+    for step in [*ticks, horizon]:
+        upto = min(upto + step, horizon)
+        meter.update(start[start < upto].tolist(), upto)
+        samples = list(meter.samples)
+        assert [s.t for s in samples] == [
+            float(k) for k in range(upto - len(samples) + 1, upto + 1)
+        ]
+        assert len(samples) == min(history, upto)
+        for s in samples:
+            k = s.t - 1.0
+            flight, queue = _brute(arr, start, end, k, k + 1.0)
+            assert s.in_flight == pytest.approx(flight, abs=1e-6)
+            assert s.queue_depth == pytest.approx(queue, abs=1e-6)
+            assert s.completion_rate == float(np.count_nonzero((end >= k) & (end < k + 1)))
+
+
+def test_a_model_asleep_for_years_costs_no_memory_for_the_gap() -> None:
+    # Two requests 10^9 s apart: binning every second between them took terabytes.
+    arr = np.array([0.0, 1e9])
+    svc = np.array([2.0, 3.0])
+    meter = LoadMeter(arr, svc, None, interval_s=1.0, history_s=60.0)
+    meter.update([0.0], 10)
+    meter.update([0.0, 1e9], int(1e9) + 2)
+    last = list(meter.samples)[-2:]
+    assert [s.in_flight for s in last] == [1.0, 1.0]  # the second request, in service
+    assert [s.arrival_rate for s in last] == [1.0, 0.0]
+    assert sum(s.completion_rate or 0.0 for s in meter.samples) == 0.0
+
+
 def test_zero_wait_concurrency_hand_case() -> None:
     conc = zero_wait_concurrency(np.array([0.0, 0.5, 3.0]), np.array([2.0, 2.0, 1.0]), 5.0)
     # [0,1): 2 at once; [1,2): still 2; [2,3): one left until 2.5; [3,4): 1; [4,5): 0.
