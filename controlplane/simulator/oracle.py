@@ -36,24 +36,72 @@ ORACLE_TICK_S = 1.0
 HEADROOM_SWEEP = (0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.35, 1.5)
 
 
+# Busy runs of a model closer than this are kept as one dense run: an hour of zeros costs
+# 28 KB, while each run costs a few numpy calls (a trace of isolated requests has one each).
+MERGE_GAP_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Series:
+    """A per-``RESOLUTION_S`` series over ``nbins`` bins that equals ``default`` outside its
+    runs: ``first[i]`` is the first bin of run i, ``runs[i]`` its values. A model asleep for
+    days costs nothing here (the oracle's plan is this too)."""
+
+    nbins: int
+    default: float
+    first: np.ndarray  # int64, increasing; runs never overlap nor touch
+    runs: tuple[np.ndarray, ...]
+
+    def at(self, k: int) -> float:
+        i = int(np.searchsorted(self.first, k, "right")) - 1
+        if i >= 0 and k - int(self.first[i]) < self.runs[i].size:
+            return float(self.runs[i][k - int(self.first[i])])
+        return self.default
+
+    def dense(self) -> np.ndarray:
+        out = np.full(self.nbins, self.default)
+        for a, run in zip(self.first.tolist(), self.runs, strict=True):
+            out[a : a + run.size] = run
+        return out
+
+
+def _merged(first: np.ndarray, last: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Runs [first, last] (sorted, inclusive) joined where fewer than ``gap`` bins lie between."""
+    if first.size == 0:
+        return first, last
+    new = np.concatenate([[True], first[1:] - last[:-1] - 1 >= gap])
+    heads = np.flatnonzero(new)
+    return first[heads], np.maximum.reduceat(last, heads)
+
+
 def zero_wait_concurrency(
     arrivals: np.ndarray, service_s: np.ndarray, end_s: float, res: float = RESOLUTION_S
-) -> np.ndarray:
-    """Peak in-service count per ``res`` bin if every request started on arrival."""
+) -> Series:
+    """Peak in-service count per ``res`` bin if every request started on arrival (0 outside
+    the runs; events after the last bin count in it)."""
     nbins = int(math.ceil(max(end_s, 0.0) / res)) + 2
+    empty = np.zeros(0, dtype=np.int64)
     if arrivals.size == 0:
-        return np.zeros(nbins)
+        return Series(nbins, 0.0, empty, ())
     times = np.concatenate([arrivals, arrivals + service_s])
     delta = np.concatenate([np.ones(arrivals.size), -np.ones(arrivals.size)])
     order = np.lexsort((delta, times))  # at equal times an end frees its slot first
     times, level = times[order], np.cumsum(delta[order])
     bins = np.minimum((times / res).astype(np.int64), nbins - 1)
-    peak = np.zeros(nbins)
-    np.maximum.at(peak, bins, level)
-    edges = np.arange(nbins) * res
-    j = np.searchsorted(times, edges, "right")  # level carried into each bin
-    carried = np.where(j > 0, level[np.maximum(j - 1, 0)], 0.0)
-    return np.maximum(peak, carried)
+    # Busy from an event that lifts the level off 0 to the next that brings it back.
+    down = np.flatnonzero(level == 0)
+    up = np.concatenate([[0], down[:-1] + 1])
+    first, last = _merged(bins[up], bins[down], max(1, int(MERGE_GAP_S / res)))
+    runs = []
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        lo, hi = np.searchsorted(bins, [a, b + 1], "left")
+        peak = np.zeros(b - a + 1)
+        np.maximum.at(peak, bins[lo:hi] - a, level[lo:hi])
+        edges = np.arange(a, b + 1) * res
+        j = np.searchsorted(times, edges, "right")  # level carried into each bin
+        carried = np.where(j > 0, level[np.maximum(j - 1, 0)], 0.0)
+        runs.append(np.maximum(peak, carried))
+    return Series(nbins, 0.0, first, tuple(runs))
 
 
 def forward_max(values: np.ndarray, width: int) -> np.ndarray:
@@ -62,17 +110,42 @@ def forward_max(values: np.ndarray, width: int) -> np.ndarray:
     span = 1
     while span < width:
         step = min(span, width - span)
-        shifted = np.concatenate([out[step:], np.full(step, -np.inf)])
+        shifted = np.full(out.size, -np.inf)  # (a width past the end reads nothing there)
+        shifted[: max(0, out.size - step)] = out[step:]
         out = np.maximum(out, shifted)
         span += step
     return out
+
+
+def replica_plan(conc: Series, slots: int, headroom: float, lo: int, hi: int, width: int) -> Series:
+    """Replicas to ask for at each bin: the most needed over the next ``width`` bins, each
+    bin needing ``ceil(headroom * concurrency / slots)`` within [lo, hi]. Outside the busy
+    runs (and the ``width`` bins before each) that is the need of no load."""
+
+    def need(c: np.ndarray) -> np.ndarray:
+        return np.clip(np.ceil(headroom * c / slots - 1e-9), lo, hi)
+
+    idle = float(need(np.zeros(1))[0])
+    # Each run's plan starts width - 1 bins early; runs whose plans meet become one.
+    starts = np.maximum(conc.first - (width - 1), 0)
+    ends = conc.first + np.array([r.size for r in conc.runs], dtype=np.int64) - 1
+    first, last = _merged(starts, ends, 1)
+    runs = []
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        top = min(b + width - 1, conc.nbins - 1)  # the window reads on past b
+        values = np.full(top - a + 1, idle)
+        i0, i1 = np.searchsorted(conc.first, [a, b + 1], "left")
+        for f, run in zip(conc.first[i0:i1].tolist(), conc.runs[i0:i1], strict=True):
+            values[f - a : f - a + run.size] = need(run)
+        runs.append(forward_max(values, width)[: b - a + 1].astype(np.int64))
+    return Series(conc.nbins, idle, first, tuple(runs))
 
 
 @dataclass
 class OracleAutoscaler:
     """Built per replay from the models' runs; ``decide`` is a table lookup."""
 
-    plans: dict[str, np.ndarray]
+    plans: dict[str, Series]
     headroom: float | Mapping[str, float]
     name: str = "oracle"
 
@@ -82,29 +155,28 @@ class OracleAutoscaler:
         end_s: float,
         cold_start_s: dict[str, float],
         headroom: float | Mapping[str, float],
-        concurrency: Mapping[str, np.ndarray] | None = None,
+        concurrency: Mapping[str, Series] | None = None,
         tick_s: float = ORACLE_TICK_S,
     ) -> OracleAutoscaler:
         """``headroom``: one for every model, or one per model (each model named).
         ``concurrency``: each model's :func:`zero_wait_concurrency` over ``end_s`` where the
         caller already has it (a sweep replans the same trace at every headroom)."""
-        plans: dict[str, np.ndarray] = {}
+        plans: dict[str, Series] = {}
         for r in runs:
             h = headroom if isinstance(headroom, int | float) else headroom[r.name]
             if concurrency is not None:
                 conc = concurrency[r.name]
             else:
                 conc = zero_wait_concurrency(r.arrivals, r.service_s, end_s)
-            need = np.ceil(h * conc / r.slots - 1e-9)
-            need = np.clip(need, r.spec.min_replicas, r.spec.max_replicas)
             width = int(math.ceil((cold_start_s[r.name] + tick_s) / RESOLUTION_S)) + 1
-            plans[r.name] = forward_max(need, width).astype(np.int64)
+            plans[r.name] = replica_plan(
+                conc, r.slots, h, r.spec.min_replicas, r.spec.max_replicas, width
+            )
         return OracleAutoscaler(plans, headroom)
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         plan = self.plans[inp.model]
-        k = min(int(inp.now / RESOLUTION_S), plan.size - 1)
-        want = int(plan[k])
+        want = int(plan.at(min(int(inp.now / RESOLUTION_S), plan.nbins - 1)))
         return Decision(want, "oracle", f"needs {want} within one cold start"), state
 
 

@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from autoscaler.baselines import REGISTRY
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
@@ -23,6 +21,7 @@ from controlplane.simulator.oracle import (
     ORACLE_TICK_S,
     ModelPoint,
     OracleAutoscaler,
+    Series,
     cheapest_mix,
     zero_wait_concurrency,
 )
@@ -67,7 +66,7 @@ class Simulation:
         self.runs, capacity = build_runs(fleet, trace, warmup_s=self.warmup_s)
         self._phases = {r.name: fleet.coldstart_for(_spec(fleet, r.name)) for r in self.runs}
         self.cold_start_s = {name: capacity.expected_cold_start_s(name) for name in self._phases}
-        self._concurrency: dict[str, np.ndarray] | None = None
+        self._concurrency: dict[str, Series] | None = None
 
     @property
     def requests(self) -> int:
@@ -174,7 +173,7 @@ class Simulation:
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
 
-    def _zero_wait(self) -> dict[str, np.ndarray]:
+    def _zero_wait(self) -> dict[str, Series]:
         """Each model's zero-wait concurrency, computed once: every oracle run of a sweep
         plans on it (sorting every arrival and departure of a day-long trace takes
         seconds)."""

@@ -17,6 +17,7 @@ from controlplane.simulator.oracle import (
     OracleAutoscaler,
     cheapest_mix,
     forward_max,
+    replica_plan,
     zero_wait_concurrency,
 )
 from tests.unit.simulator.helpers import PHASES_100, engine, model
@@ -116,14 +117,51 @@ def test_a_model_asleep_for_years_costs_no_memory_for_the_gap() -> None:
 
 
 def test_zero_wait_concurrency_hand_case() -> None:
-    conc = zero_wait_concurrency(np.array([0.0, 0.5, 3.0]), np.array([2.0, 2.0, 1.0]), 5.0)
+    conc = zero_wait_concurrency(np.array([0.0, 0.5, 3.0]), np.array([2.0, 2.0, 1.0]), 5.0).dense()
     # [0,1): 2 at once; [1,2): still 2; [2,3): one left until 2.5; [3,4): 1; [4,5): 0.
     assert conc[:5].tolist() == [2.0, 2.0, 1.0, 1.0, 0.0]
+
+
+def _busy_brute(arr: np.ndarray, svc: np.ndarray, nbins: int) -> np.ndarray:
+    """Most requests in service at any instant of each 1 s bin, every one on arrival."""
+    out = np.zeros(nbins)
+    for k in range(nbins):
+        for t in [float(k), *arr[(arr >= k) & (arr < k + 1)].tolist()]:
+            out[k] = max(out[k], np.count_nonzero((arr <= t) & (t < arr + svc)))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0.0, 5000.0), min_size=1, max_size=25),
+    services=st.lists(st.floats(0.0, 40.0), min_size=25, max_size=25),
+    slots=st.integers(1, 4),
+    headroom=st.sampled_from([0.6, 1.0, 1.5]),
+    lo=st.integers(0, 1),
+    width=st.integers(1, 4000),
+)
+def test_sparse_busy_runs_and_plan_equal_the_dense_ones(
+    gaps: list[float], services: list[float], slots: int, headroom: float, lo: int, width: int
+) -> None:
+    """Gaps of up to 5,000 s split the runs (MERGE_GAP_S is an hour) and the plan's
+    regions; bin by bin, both must equal the dense definitions."""
+    arr = np.cumsum(gaps)
+    svc = np.array(services[: arr.size])
+    end_s = float(np.ceil((arr + svc).max())) + 1.0
+    conc = zero_wait_concurrency(arr, svc, end_s)
+    dense = _busy_brute(arr, svc, conc.nbins)
+    assert conc.dense().tolist() == dense.tolist()
+    plan = replica_plan(conc, slots, headroom, lo, 50, width)
+    need = np.clip(np.ceil(headroom * dense / slots - 1e-9), lo, 50)
+    expected = forward_max(need, width).astype(np.int64)
+    assert plan.dense().tolist() == expected.tolist()
+    assert [plan.at(k) for k in range(conc.nbins)] == expected.tolist()
 
 
 def test_forward_max() -> None:
     v = np.array([0, 3, 0, 0, 1, 0, 0], dtype=float)
     assert forward_max(v, 3).tolist() == [3, 3, 1, 1, 1, 0, 0]
+    assert forward_max(v, 20).tolist() == [3, 3, 1, 1, 1, 0, 0]  # wider than the series
 
 
 def test_oracle_requests_one_cold_start_ahead_and_never_waits() -> None:
