@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from controlplane.simulator.traces import FileTrace, ModelTrace, TraceError, TraceOptions, TraceSpec
+from controlplane.simulator.traces import (
+    BYTES_PER_REQUEST,
+    FileTrace,
+    ModelTrace,
+    TraceError,
+    TraceOptions,
+    TraceSpec,
+    request_budget,
+)
 
 WINDOW_S = 600.0  # the trace README: one row per 10-minute window
 GAP_FRACTION = 0.02  # the trace README: gap windows are < 2 % of the pool's median rate
@@ -157,6 +165,7 @@ def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:
     # Select the replay window on the trace's own offsets, then splice out the gaps.
     kept = [s for s in kept if s >= lo and s < hi]
     new_start = {s: i * WINDOW_S for i, s in enumerate(kept)}
+    _check_size(spec, pool, clients, new_start, options)
     rng = np.random.default_rng(options.seed)
     chunks: list[np.ndarray] = []
     for name in sorted(clients, key=_client_order):
@@ -173,6 +182,44 @@ def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:
     model = spec.model or pool
     span = len(kept) * WINDOW_S + (options.start_s or 0.0)
     return FileTrace([ModelTrace(model, arrivals, source=spec.path)], absolute=False, span_s=span)
+
+
+def _check_size(
+    spec: TraceSpec,
+    pool: str,
+    clients: dict[str, list[ClientWindow]],
+    selected: dict[float, float],
+    options: TraceOptions,
+) -> None:
+    """Refuse, before synthesising, a replay that cannot fit in memory: a whole multi-day
+    pool (m-mid: 2.2 billion requests over 14 days) would be killed by the OOM killer
+    minutes in, with nothing said."""
+    budget = options.max_requests if options.max_requests is not None else request_budget()
+    expected = sum(
+        w.rate * options.rate_scale * WINDOW_S
+        for rows in clients.values()
+        for w in rows
+        if w.start_s in selected
+    )
+    if budget is None or expected <= budget:
+        return
+    hours = len(selected) * WINDOW_S / 3600
+    limit = (
+        f"the {_count(budget)} allowed"
+        if options.max_requests is not None
+        else f"the {_count(budget)} that fit in the memory available now "
+        f"({BYTES_PER_REQUEST} bytes each)"
+    )
+    raise TraceError(
+        spec.path,
+        f"pool {pool!r}: the selected {hours:,.1f} h hold about {_count(expected)} requests "
+        f"at --rate-scale {options.rate_scale:g}, more than {limit}; pick a window with "
+        "--start/--end or lower --rate-scale",
+    )
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e6:,.1f} M" if n >= 1e6 else f"{n:,.0f}"
 
 
 def _client_order(name: str) -> tuple[int, str]:

@@ -103,6 +103,31 @@ class TraceOptions:
     rate_scale: float = 1.0  # rate files only: multiply every client's rate
     start_s: float | None = None  # replay window, in the trace's own offsets
     end_s: float | None = None
+    # Rate files only: the most requests to synthesise (None: what the memory available
+    # now holds, ``request_budget``). Above it the read stops before allocating anything.
+    max_requests: int | None = None
+
+
+# What a replay holds per request, arrival synthesis included: the one-day three-pool scale
+# check of docs/benchmarks.md peaks at 4,233 MB for 26.6 M requests (159 bytes each).
+BYTES_PER_REQUEST = 160
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else None (no limit is known)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def request_budget() -> int | None:
+    free = available_bytes()
+    return None if free is None else free // BYTES_PER_REQUEST
 
 
 @dataclass(frozen=True)

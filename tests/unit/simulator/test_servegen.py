@@ -112,3 +112,18 @@ def test_all_idle_is_empty(tmp_path: Path) -> None:
     folder = _pool(tmp_path, "language", "m-x", {0: ["0,0,0,,0,0", "600,0,0,,0,0"]})
     with pytest.raises(TraceError, match="no requests"):
         read_trace([TraceSpec.parse(str(folder))])
+
+
+def test_a_replay_too_large_for_memory_is_refused_before_synthesis(tmp_path: Path) -> None:
+    # STEADY holds (2 + 2 + 1) x 600 = 3,000 requests; x10 would be 30,000.
+    folder = _pool(tmp_path, "language", "m-x", {0: STEADY})
+    spec = TraceSpec.parse(str(folder))
+    assert read_trace([spec], TraceOptions(max_requests=3_500)).requests > 0
+    with pytest.raises(TraceError) as err:
+        read_trace([spec], TraceOptions(rate_scale=10, max_requests=3_500))
+    text = str(err.value)
+    assert "pool 'm-x'" in text and "about 0.0 M requests" not in text
+    assert "--start/--end" in text and "--rate-scale" in text
+    # The window picks what is counted: the first window alone (2,400 at x2) fits.
+    one = read_trace([spec], TraceOptions(rate_scale=2, end_s=600, max_requests=3_500))
+    assert 2_100 < one.requests < 2_700
