@@ -10,12 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler.types import AutoscalerInput, Decision
 from coldstart import expected_ready_from
+from coldstart.observed import Launch, times_to_ready
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.views import (
     LIVE_VALUES,
@@ -701,20 +702,30 @@ OBSERVED_FOR = timedelta(days=7)
 
 
 def _observed_ready_s(s: Session, now: datetime) -> dict[int, list[tuple[str, float]]]:
-    """Per model, the (pool, seconds from launch to ready) of its replicas that became ready
-    in the last ``OBSERVED_FOR``, oldest first: what the next replica's cold start is
-    expected from (``coldstart.expected_ready_from``)."""
-    out: dict[int, list[tuple[str, float]]] = defaultdict(list)
-    rows = s.execute(
-        select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at)
-        .where(Replica.ready_at.is_not(None), Replica.ready_at >= now - OBSERVED_FOR)
-        .order_by(Replica.ready_at, Replica.id)
+    """Per model, the (pool, seconds from launch to capacity) of its launches in the last
+    ``OBSERVED_FOR``, oldest first: what the next replica's cold start is expected from
+    (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
+    until its replacement was (``coldstart.observed``)."""
+    since = now - OBSERVED_FOR
+    failed_at = (
+        select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
     )
-    for model_id, pool_id, created, ready in rows:
-        start, end = epoch(created), epoch(ready)
-        if start is not None and end is not None:
-            out[model_id].append((pool_id, end - start))
-    return out
+    rows = s.execute(
+        select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, failed_at)
+        .where(
+            or_(
+                Replica.ready_at >= since,
+                and_(Replica.ready_at.is_(None), failed_at >= since),
+            )
+        )
+        .order_by(Replica.created_at, Replica.id)
+    )
+    launches = []
+    for model_id, pool_id, created, ready, failed in rows:
+        start = epoch(created)
+        if start is not None:
+            launches.append(Launch(model_id, pool_id, start, epoch(ready), epoch(failed)))
+    return times_to_ready(launches)
 
 
 def _replicas_by_model(s: Session) -> dict[int, list[Replica]]:

@@ -275,6 +275,14 @@ class SimCloud:
             if inst.terminate_requested_at is None:
                 inst.terminate_requested_at = self.clock()
 
+    def interrupt(self, instance_id: str) -> None:
+        """The cloud takes an instance back on its own (a spot interruption, a host that
+        fails while booting): it is stopping from now on."""
+        with self._lock:
+            inst = self.instances.get(instance_id)
+            if inst is not None and inst.terminate_requested_at is None:
+                inst.terminate_requested_at = self.clock()
+
     def reap(self) -> None:
         """Forget instances terminated long ago (a real cloud stops listing them)."""
         with self._lock:

@@ -363,3 +363,34 @@ def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop,
         ).first()
     assert last is not None
     assert last.inputs["cold_start_s"] == pytest.approx(statistics.median(took))
+
+
+def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    load.load[("demo", "llama-70b")] = 100.0
+    run(ctl, clock, 3)
+    booting = [n for n in live_nodes(store, "llama-70b") if n.state != NodeState.READY]
+    for n in booting:  # lost while booting (a spot interruption): each is replaced
+        assert n.instance_id
+        sim.interrupt(n.instance_id)
+    run(ctl, clock, 30)
+    with store.session() as s:
+        m = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
+        rows = s.scalars(select(Replica).where(Replica.model_id == m.id)).all()
+        ready = sorted((r for r in rows if r.ready_at), key=lambda r: (r.ready_at, r.id))
+        own = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
+        failed = [r for r in rows if r.ready_at is None and any(n.failed_at for n in r.nodes)]
+    assert len(failed) == len(booting) >= 2 and own
+    load.load[("demo", "llama-70b")] = 300.0  # a decision after them
+    run(ctl, clock, 2)
+    with store.session() as s:
+        last = s.scalars(
+            select(DecisionRecord)
+            .where(DecisionRecord.kind == "autoscale", DecisionRecord.model == "llama-70b")
+            .order_by(DecisionRecord.id.desc())
+        ).first()
+    assert last is not None
+    # Counting only the replicas that became ready reads the median of their own times;
+    # the lost launch's capacity came with its replacement, later than any of them.
+    assert last.inputs["cold_start_s"] > statistics.median(own[-OBSERVED_KEPT:])
