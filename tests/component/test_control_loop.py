@@ -331,6 +331,23 @@ def test_throttling_and_5xx_back_off_then_succeed_in_place(loop, world, store):
     assert_no_leak(store, sim)
 
 
+def next_horizon(
+    ctl: ControlLoop, load: ScriptedLoad, clock: Clock, store: Store, model: str
+) -> float:
+    """The cold-start horizon of the model's next autoscaling decision (load raised, so
+    that one is taken after what the test did)."""
+    load.load[("demo", model)] = 300.0
+    run(ctl, clock, 2)
+    with store.session() as s:
+        last = s.scalars(
+            select(DecisionRecord)
+            .where(DecisionRecord.kind == "autoscale", DecisionRecord.model == model)
+            .order_by(DecisionRecord.id.desc())
+        ).first()
+    assert last is not None
+    return float(last.inputs["cold_start_s"])
+
+
 def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop, world, store):
     ctl, load = loop
     sim, clock = world
@@ -353,16 +370,8 @@ def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop,
         took = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
         took = took[-OBSERVED_KEPT:]  # the newest count
     assert took and all(t > modeled for t in took)  # the simulated cloud is slower
-    load.load[("demo", "llama-70b")] = 300.0  # a decision after them
-    run(ctl, clock, 2)
-    with store.session() as s:
-        last = s.scalars(
-            select(DecisionRecord)
-            .where(DecisionRecord.kind == "autoscale", DecisionRecord.model == "llama-70b")
-            .order_by(DecisionRecord.id.desc())
-        ).first()
-    assert last is not None
-    assert last.inputs["cold_start_s"] == pytest.approx(statistics.median(took))
+    horizon = next_horizon(ctl, load, clock, store, "llama-70b")
+    assert horizon == pytest.approx(statistics.median(took))
 
 
 def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store):
@@ -382,15 +391,7 @@ def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store
         own = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
         failed = [r for r in rows if r.ready_at is None and any(n.failed_at for n in r.nodes)]
     assert len(failed) == len(booting) >= 2 and own
-    load.load[("demo", "llama-70b")] = 300.0  # a decision after them
-    run(ctl, clock, 2)
-    with store.session() as s:
-        last = s.scalars(
-            select(DecisionRecord)
-            .where(DecisionRecord.kind == "autoscale", DecisionRecord.model == "llama-70b")
-            .order_by(DecisionRecord.id.desc())
-        ).first()
-    assert last is not None
+    horizon = next_horizon(ctl, load, clock, store, "llama-70b")
     # Counting only the replicas that became ready reads the median of their own times;
     # the lost launch's capacity came with its replacement, later than any of them.
-    assert last.inputs["cold_start_s"] > statistics.median(own[-OBSERVED_KEPT:])
+    assert horizon > statistics.median(own[-OBSERVED_KEPT:])
