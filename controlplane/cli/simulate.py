@@ -12,6 +12,7 @@ line and problem on stderr.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -92,7 +93,7 @@ def simulate(
             ),
         ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for synthesised arrivals.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for synthesised arrivals.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     report: Annotated[
         Path | None, typer.Option("--report", help="Write an HTML report with plots here.")
@@ -128,6 +129,10 @@ def simulate(
         fleet_model = load_fleet_file(fleet)
     except FleetError as exc:
         raise _bad_input(str(exc)) from None
+    if report is not None:  # refused before the replays, not after them
+        problem = _unwritable(report)
+        if problem:
+            raise _bad_input(f"--report: cannot write to {report}: {problem}")
     options = TraceOptions(seed=seed, rate_scale=rate_scale, start_s=start, end_s=end)
     try:
         loaded = read_trace([TraceSpec.parse(t) for t in trace], options)
@@ -148,15 +153,29 @@ def simulate(
     if report is not None:
         from controlplane.simulator.report import write_report
 
-        page = write_report(
-            report,
-            loaded,
-            [shown[n] if n in shown else missed[n] for n in names if n in shown or n in missed],
-            tried,
-            slo_target,
-            warmup_s=sim.warmup_s,
-        )
+        try:
+            page = write_report(
+                report,
+                loaded,
+                [shown[n] if n in shown else missed[n] for n in names if n in shown or n in missed],
+                tried,
+                slo_target,
+                warmup_s=sim.warmup_s,
+            )
+        except OSError as exc:  # (a disk that filled up during the replays)
+            raise _bad_input(f"--report: cannot write to {report}: {exc.strerror or exc}") from None
         Console(stderr=True).print(f"report: {page}", highlight=False)
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why the report cannot go to ``folder`` (created if missing), or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "not writable"
+    return None
 
 
 def _run_all(

@@ -208,6 +208,25 @@ def test_bad_fleet_and_autoscaler_exit_2(files: dict[str, Path], tmp_path: Path)
     assert code == 2 and "no such file" in err
 
 
+def test_a_report_folder_that_cannot_be_written_is_refused_before_replaying(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, out, err = _run(
+        "--trace", str(files["generic"]), "--fleet", str(files["fleet"]),
+        "--autoscaler", "ours", "--report", str(blocker / "report"),
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert f"--report: cannot write to {blocker / 'report'}" in err
+    assert "Traceback" not in err
+
+
+def test_a_negative_seed_is_refused() -> None:
+    code, _, err = _run("--trace", "x.csv", "--fleet", "f.yaml", "--seed", "-1")
+    assert code == 2 and "--seed" in err
+
+
 def test_console_script(files: dict[str, Path]) -> None:
     exe = Path(sys.executable).with_name("gpucap")
     proc = subprocess.run(
