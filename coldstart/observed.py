@@ -29,7 +29,7 @@ class Launch:
     pool: str
     created: float  # epoch seconds
     ready: float | None  # None: never ready
-    failed: float | None = None  # a node failed before the replica was ready
+    failed: float | None = None  # a node failed (or timed out) before the replica was ready
 
 
 def times_to_ready(

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -707,8 +707,19 @@ def _observed_ready_s(s: Session, now: datetime) -> dict[int, list[tuple[str, fl
     (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
     until its replacement was (``coldstart.observed``)."""
     since = now - OBSERVED_FOR
+    # When a launch failed: a node failed, or one never ready was drained for an error
+    # (the provision timeout: an instance whose model server never answered).
     failed_at = (
-        select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
+        select(
+            func.min(
+                case(
+                    (Node.failed_at.is_not(None), Node.failed_at),
+                    (and_(Node.ready_at.is_(None), Node.error.is_not(None)), Node.draining_at),
+                )
+            )
+        )
+        .where(Node.replica_id == Replica.id)
+        .scalar_subquery()
     )
     rows = s.execute(
         select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, failed_at)

@@ -94,6 +94,7 @@ class SimCloud:
         self.object_data: dict[str, bytes] = {}  # bodies, for objects put with data
         self._faults: dict[tuple[Cloud, str], list[_Fault]] = defaultdict(list)
         self._tokens: dict[tuple[str, str], str] = {}  # (account, token) -> instance id
+        self._hung: set[str] = set()  # instances whose model server never answers
         self.create_calls = 0  # for load/accounting views, never asserted as a call log
 
     # ---- configuration -------------------------------------------------------------
@@ -130,7 +131,9 @@ class SimCloud:
         """The node's model server answers its health check (the sim node agent)."""
         with self._lock:
             inst = self.instances.get(instance_id)
-            if inst is None or self.status(inst) != InstanceStatus.RUNNING:
+            if inst is None or instance_id in self._hung:
+                return False
+            if self.status(inst) != InstanceStatus.RUNNING:
                 return False
             return self.clock() - inst.created_at >= self.timings.boot_s + self.timings.serve_s
 
@@ -274,6 +277,12 @@ class SimCloud:
                 return  # not found (or not ours to see) means done
             if inst.terminate_requested_at is None:
                 inst.terminate_requested_at = self.clock()
+
+    def hang(self, instance_id: str) -> None:
+        """The instance runs but its model server never answers (a bad driver, weights
+        that never load): only the daemon's provision timeout gets rid of it."""
+        with self._lock:
+            self._hung.add(instance_id)
 
     def interrupt(self, instance_id: str) -> None:
         """The cloud takes an instance back on its own (a spot interruption, a host that

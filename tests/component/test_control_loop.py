@@ -374,22 +374,27 @@ def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop,
     assert horizon == pytest.approx(statistics.median(took))
 
 
-def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store):
+@pytest.mark.parametrize("failure", ["interrupted", "hung"])
+def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store, failure):
     ctl, load = loop
     sim, clock = world
+    ctl.ctx.tuning = replace(TUNING, provision_timeout_s=8.0)
     load.load[("demo", "llama-70b")] = 100.0
     run(ctl, clock, 3)
     booting = [n for n in live_nodes(store, "llama-70b") if n.state != NodeState.READY]
-    for n in booting:  # lost while booting (a spot interruption): each is replaced
+    for n in booting:  # each is replaced, on a cold start of its own
         assert n.instance_id
-        sim.interrupt(n.instance_id)
-    run(ctl, clock, 30)
+        if failure == "interrupted":  # lost while booting (a spot interruption)
+            sim.interrupt(n.instance_id)
+        else:  # its model server never answers: the provision timeout drains it
+            sim.hang(n.instance_id)
+    run(ctl, clock, 40)
     with store.session() as s:
         m = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
         rows = s.scalars(select(Replica).where(Replica.model_id == m.id)).all()
         ready = sorted((r for r in rows if r.ready_at), key=lambda r: (r.ready_at, r.id))
         own = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
-        failed = [r for r in rows if r.ready_at is None and any(n.failed_at for n in r.nodes)]
+        failed = [r for r in rows if r.ready_at is None and any(n.error for n in r.nodes)]
     assert len(failed) == len(booting) >= 2 and own
     horizon = next_horizon(ctl, load, clock, store, "llama-70b")
     # Counting only the replicas that became ready reads the median of their own times;
