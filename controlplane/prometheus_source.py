@@ -160,6 +160,21 @@ def _file_stamp(path: str | None) -> bytes | None:
         return None
 
 
+Combine = Callable[[float, float], float]
+
+
+def _add(a: float, b: float) -> float:
+    return a + b
+
+
+@dataclass(frozen=True)
+class _Access:
+    """What every query of one collection sends: headers (with credentials) and TLS."""
+
+    headers: dict[str, str]
+    tls: ssl.SSLContext | None
+
+
 @dataclass
 class PrometheusSource:
     url: str  # base URL, e.g. http://127.0.0.1:9090 (a path prefix is kept)
@@ -208,12 +223,17 @@ class PrometheusSource:
         deadline = self.monotonic() + self.timeout_s
         q = self.queries
         try:
-            arrivals = self.query(q.arrival_rate, now, deadline)
-            in_flight = self.query(q.in_flight, now, deadline)
-            queued = self.query(q.queue_depth, now, deadline)
-            tokens = self.query(q.tokens_per_s, now, deadline) if q.tokens_per_s else {}
-            done = self.query(q.completion_rate, now, deadline) if q.completion_rate else {}
-            fresh = self.query(q.freshness, now, deadline, combine=max) if q.freshness else None
+            access = self._access()  # secrets and TLS files: read once per collection
+
+            def query(promql: str, combine: Combine = _add) -> Series:
+                return self.query(promql, now, deadline, access, combine=combine)
+
+            arrivals = query(q.arrival_rate)
+            in_flight = query(q.in_flight)
+            queued = query(q.queue_depth)
+            tokens = query(q.tokens_per_s) if q.tokens_per_s else {}
+            done = query(q.completion_rate) if q.completion_rate else {}
+            fresh = query(q.freshness, combine=max) if q.freshness else None
         except QueryFailed as exc:
             log.warning(
                 "metrics.source_failed",
@@ -254,13 +274,23 @@ class PrometheusSource:
         return out
 
     # ------------------------------------------------------------------ one query
+    def _access(self) -> _Access:
+        """The request headers (credentials read fresh) and the TLS context (reloaded if a
+        file changed); QueryFailed ``credentials`` / ``tls`` where they cannot be read."""
+        headers = {"Accept": "application/json"}
+        authorization = self.credentials.authorization()
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        return _Access(headers, self.tls.context() if self.tls else None)
+
     def query(
         self,
         promql: str,
         now: float,
         deadline: float,
+        access: _Access,
         *,
-        combine: Callable[[float, float], float] = lambda a, b: a + b,
+        combine: Combine = _add,
     ) -> Series:
         """One instant query at ``now`` -> value per (customer, model). Several series for
         one model (a query without ``sum by``) are summed, or ``combine``d."""
@@ -272,11 +302,7 @@ class PrometheusSource:
             {"query": promql, "time": f"{now:.3f}", "timeout": f"{remaining:.3f}"}
         )
         url = f"{self.url.rstrip('/')}/api/v1/query?{params}"
-        headers = {"Accept": "application/json"}
-        authorization = self.credentials.authorization()
-        if authorization is not None:
-            headers["Authorization"] = authorization
-        body = _fetch(url, remaining, headers, self.tls.context() if self.tls else None)
+        body = _fetch(url, remaining, access.headers, access.tls)
         return _parse_vector(body, now, self.max_age_s, combine)
 
 
