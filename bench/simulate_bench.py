@@ -303,8 +303,6 @@ SCALE_POOLS = ("m-large", "deepseek-r1", "mm-image")
 def scale_check() -> dict[str, Any]:
     """One full day of three ServeGen pools at their published rates (no rescaling), as
     three models of one fleet: one run each of ``ours`` and ``oracle``, timed."""
-    import resource
-
     fleet = load_fleet_file(FLEET)
     t0 = time.perf_counter()
     specs = [TraceSpec(str(_traces_dir / SERVEGEN.relative_to(TRACES)), p) for p in SCALE_POOLS]
@@ -321,7 +319,7 @@ def scale_check() -> dict[str, Any]:
         "replayed_with_warmup": int(sum(r.arrivals.size for r in sim.runs)),
         "setup_s": setup_s,
         "runs": runs,
-        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "max_rss_mb": _peak_rss_mb(),
     }
 
 
@@ -356,7 +354,8 @@ def write_sparse_trace(path: Path, period_s: float) -> int:
 
 def _peak_rss_mb() -> float:
     """This process's peak resident memory since its exec (VmHWM). ``ru_maxrss`` would not
-    do in a spawned child: Linux carries it over from the parent through fork and exec."""
+    do in a spawned child: Linux carries it over from the parent through fork and exec.
+    (In the bench's own process, which no larger one forked, the two agree.)"""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
@@ -463,6 +462,11 @@ def render_sparse(sparse: dict[str, Any]) -> list[str]:
         "start (the oracle starts each one ahead); this check measures the simulator's cost.",
     ]
     return lines
+
+
+def scale_checks() -> dict[str, Any]:
+    """What ``--scale`` adds: the three-pool day, and the sparse check under its key."""
+    return {**scale_check(), "sparse": sparse_check()}
 
 
 def render_scale(scale: dict[str, Any]) -> list[str]:
@@ -735,7 +739,7 @@ def main() -> None:
         if isinstance(saved, list):  # written before the file carried its commit and wall time
             saved = {"results": saved, "wall_s": args.wall_min * 60, "commit": args.commit}
         if args.scale:
-            saved["scale"] = {**scale_check(), "sparse": sparse_check()}
+            saved["scale"] = scale_checks()
             Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
         text = render(
             saved["results"],
@@ -783,7 +787,7 @@ def main() -> None:
             "autoscalers": [n for n in ALL if n not in names],
         }
     if args.scale:
-        saved["scale"] = {**scale_check(), "sparse": sparse_check()}
+        saved["scale"] = scale_checks()
     Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
