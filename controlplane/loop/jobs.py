@@ -729,6 +729,7 @@ def _observed_ready_s(s: Session, now: datetime) -> dict[int, list[tuple[str, fl
                 and_(Replica.ready_at.is_(None), failed_at >= since),
             )
         )
+        # (times_to_ready orders by when each was ready or failed; this breaks its ties)
         .order_by(Replica.created_at, Replica.id)
     )
     launches = []
