@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -73,6 +73,10 @@ from schema.types import CapacityTier, NodeState
 log = structlog.get_logger("gpucap.loop")
 
 NON_TERMINAL = tuple(s.value for s in NodeState if not s.is_terminal)
+
+# A node not ready within ``Tuning.provision_timeout_s`` is drained with this error (and its
+# ``failed_at`` stamped). Migration 0002 matches it to stamp rows drained before that.
+PROVISION_TIMEOUT = "not ready within provision timeout"
 
 
 @dataclass
@@ -408,7 +412,7 @@ class ControlLoop:
                 elif state == NodeState.PROVISIONING:
                     self._update(n, NodeState.RUNNING, zone=cn.zone)
             if state != NodeState.READY and now - n.state_since > ctx.tuning.provision_timeout_s:
-                self._update(n, NodeState.DRAINING, error="not ready within provision timeout")
+                self._update(n, NodeState.DRAINING, error=PROVISION_TIMEOUT, failed=True)
             return
         if state in (NodeState.DRAINING, NodeState.TERMINATING):
             ids = [n.instance_id] if n.instance_id else []
@@ -556,7 +560,11 @@ class ControlLoop:
         *,
         error: str | None = None,
         zone: str | None = None,
+        failed: bool = False,
     ) -> None:
+        """Move a node to ``state``, stamping its time. ``failed``: the node failed though it
+        is not left ``failed`` (drained so that its instance is terminated): stamp
+        ``failed_at`` too, which is what a failed launch is known by."""
         now = self.ctx.now_dt()
         with self.ctx.store.session() as s:
             row = s.get(Node, n.id)
@@ -564,6 +572,8 @@ class ControlLoop:
                 return  # changed under us (e.g. drained); the next tick sees the new state
             row.state = state.value
             setattr(row, f"{state.value}_at", now)
+            if failed:
+                row.failed_at = now
             if error:
                 row.error = error
             if zone:
@@ -707,19 +717,12 @@ def _observed_ready_s(s: Session, now: datetime) -> dict[int, list[tuple[str, fl
     (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
     until its replacement was (``coldstart.observed``)."""
     since = now - OBSERVED_FOR
-    # When a launch failed: a node failed, or one never ready was drained for an error
-    # (the provision timeout: an instance whose model server never answered).
+    # When a launch failed: its first node's failure (at the cloud, or the provision timeout
+    # draining an instance whose model server never answered). Not an error alone: a node
+    # released by a scale-down while its create was being retried keeps its throttling
+    # error, and nothing waited on it.
     failed_at = (
-        select(
-            func.min(
-                case(
-                    (Node.failed_at.is_not(None), Node.failed_at),
-                    (and_(Node.ready_at.is_(None), Node.error.is_not(None)), Node.draining_at),
-                )
-            )
-        )
-        .where(Node.replica_id == Replica.id)
-        .scalar_subquery()
+        select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
     )
     rows = s.execute(
         select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, failed_at)

@@ -107,6 +107,11 @@ class SimCloud:
         with self._lock:
             self._faults[(cloud, account)].append(_Fault(fault, count, zone))
 
+    def clear_faults(self) -> None:
+        """Forget every injected fault not yet raised (the outage is over)."""
+        with self._lock:
+            self._faults.clear()
+
     def set_capacity(self, cloud: Cloud, region: str, instance_type: str, n: int) -> None:
         with self._lock:
             self.capacity[(cloud.value, region, instance_type)] = n

@@ -348,6 +348,19 @@ def next_horizon(
     return float(last.inputs["cold_start_s"])
 
 
+def ready_times(store: Store, model: str) -> list[float]:
+    """Seconds from launch to ready of the model's replicas that became ready, in the order
+    they were ready (as the horizon reads them)."""
+    with store.session() as s:
+        m = s.scalars(select(Model).where(Model.name == model)).one()
+        ready = s.scalars(
+            select(Replica)
+            .where(Replica.model_id == m.id, Replica.ready_at.is_not(None))
+            .order_by(Replica.ready_at, Replica.id)
+        )
+        return [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
+
+
 def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop, world, store):
     ctl, load = loop
     sim, clock = world
@@ -360,15 +373,7 @@ def test_the_cold_start_horizon_is_learned_from_replicas_that_became_ready(loop,
     modeled *= TUNING.cold_start_scale
     load.load[("demo", "llama-70b")] = 100.0
     run(ctl, clock, 20)
-    with store.session() as s:
-        m = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
-        ready = s.scalars(
-            select(Replica)
-            .where(Replica.model_id == m.id, Replica.ready_at.is_not(None))
-            .order_by(Replica.ready_at, Replica.id)
-        )
-        took = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
-        took = took[-OBSERVED_KEPT:]  # the newest count
+    took = ready_times(store, "llama-70b")[-OBSERVED_KEPT:]  # the newest count
     assert took and all(t > modeled for t in took)  # the simulated cloud is slower
     horizon = next_horizon(ctl, load, clock, store, "llama-70b")
     assert horizon == pytest.approx(statistics.median(took))
@@ -400,3 +405,42 @@ def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store
     # Counting only the replicas that became ready reads the median of their own times;
     # the lost launch's capacity came with its replacement, later than any of them.
     assert horizon > statistics.median(own[-OBSERVED_KEPT:])
+
+
+def test_a_launch_released_while_throttled_does_not_lengthen_the_horizon(loop, world, store):
+    """A create throttled (and retried: it keeps its error) that a scale-down releases
+    before it ever reached the cloud did not fail: the model's next replicas waited on no
+    part of it, so the horizon stays what the ready replicas took."""
+    ctl, load = loop
+    sim, clock = world
+    ctl.ctx.tuning = replace(TUNING, max_create_attempts=1000)
+    key = ("demo", "llama-70b")
+    load.load[key] = 100.0
+    run(ctl, clock, 20)
+    for cloud, account in (
+        (Cloud.AWS, "demo/demo-aws"),
+        (Cloud.GCP, "demo/demo-gcp"),
+        (Cloud.OCI, "demo/shared-oci"),
+    ):
+        sim.inject(cloud, account, "throttle", count=1_000_000)
+    load.load[key] = 250.0
+    run(ctl, clock, 5)
+    throttled = {n.id for n in live_nodes(store, "llama-70b") if n.state == NodeState.PENDING}
+    load.load[key] = 100.0
+    run(ctl, clock, 30)  # the need fell for longer than the dip hold: released
+    with store.session() as s:
+        released = [s.get(Node, i) for i in throttled]
+        assert released and all(
+            n is not None
+            and n.draining_at
+            and n.ready_at is None
+            and "throttl" in (n.error or "").lower()
+            for n in released
+        )
+    sim.clear_faults()
+    load.load[key] = 250.0  # more again, within minutes: new launches, which become ready
+    run(ctl, clock, 20)
+    own = ready_times(store, "llama-70b")
+    assert len(own) > len(throttled)
+    horizon = next_horizon(ctl, load, clock, store, "llama-70b")
+    assert horizon == pytest.approx(statistics.median(own[-OBSERVED_KEPT:]))

@@ -36,7 +36,8 @@ from controlplane.store.migrate import (
     is_at_head,
     upgrade,
 )
-from controlplane.store.models import Base, Customer
+from controlplane.store.models import Base, Customer, Node
+from tests.component.test_store import _node, _seed_parents
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_TABLES = set(Base.metadata.tables)
@@ -153,8 +154,8 @@ FAILING_REVISION = """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_fails"
-down_revision = "0001"
+revision = "fails_halfway"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
 
@@ -177,17 +178,71 @@ def test_a_migration_that_fails_halfway_leaves_the_schema_as_it_was(
     cannot leave a half-migrated database behind."""
     scripts = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "0002_fails.py").write_text(FAILING_REVISION)
+    (scripts / "versions" / "fails_halfway.py").write_text(FAILING_REVISION.format(head=head()))
     cfg = alembic_config(db_url)
     cfg.set_main_option("script_location", str(scripts))
 
-    upgrade(db_url, "0001")
+    upgrade(db_url)
     with pytest.raises(RuntimeError, match="failed halfway"):
-        command.upgrade(cfg, "0002_fails")
+        command.upgrade(cfg, "fails_halfway")
 
-    assert current(db_url) == "0001"
+    assert current(db_url) == head()
     assert _tables(db_url) == MODEL_TABLES | {"alembic_version"}
     assert _diff(db_url, Base.metadata) == []  # events has no half_done_id column
+
+
+def test_0002_stamps_failed_at_on_nodes_the_provision_timeout_drained(db_url: str) -> None:
+    """Nodes drained by the provision timeout before 0002 get ``draining_at`` as their
+    failure; a node released while its create was retried after throttling, a node that
+    was ready, and one already failed keep theirs. Downgrading takes the stamps back."""
+    upgrade(db_url, "0001")
+    drained, t_fail = (
+        datetime(2026, 11, 30, 8, 0, tzinfo=UTC),
+        datetime(2026, 11, 30, 7, 0, tzinfo=UTC),
+    )
+    nodes = {
+        "timed-out": dict(state="terminated", error="not ready within provision timeout"),
+        "throttled": dict(state="terminated", error="Throttled(RequestLimitExceeded): slow down"),
+        "was-ready": dict(
+            state="terminated", ready_at=drained, error="not ready within provision timeout"
+        ),
+        "failed": dict(state="failed", error="instance disappeared at the cloud", failed_at=t_fail),
+    }
+    store = Store.from_url(db_url)
+    try:
+        with store.session() as s:
+            _seed_parents(s)
+            for name, cols in nodes.items():
+                row = _node(name, f"tok-{name}")
+                row.draining_at = drained
+                for column, value in cols.items():
+                    setattr(row, column, value)
+                s.add(row)
+    finally:
+        store.close()
+
+    def failed_at() -> dict[str, datetime | None]:
+        store = Store.from_url(db_url)
+        try:
+            with store.session() as s:
+                return {n.id: n.failed_at for n in s.scalars(select(Node))}
+        finally:
+            store.close()
+
+    upgrade(db_url)
+    assert failed_at() == {
+        "timed-out": drained,
+        "throttled": None,
+        "was-ready": None,
+        "failed": t_fail,
+    }
+    downgrade(db_url, "0001")
+    assert failed_at() == {
+        "timed-out": None,
+        "throttled": None,
+        "was-ready": None,
+        "failed": t_fail,
+    }
 
 
 def test_concurrent_upgrades_of_one_database_all_succeed(db_url: str) -> None:
