@@ -181,7 +181,7 @@ class _Model:
     run: ModelRun
     arr: list[float]
     svc: list[float]
-    meter: LoadMeter
+    meter: LoadMeter | None  # None: the autoscaler reads no metrics
     n: int
     i: int = 0  # next request to start (FCFS)
     starts: list[float] = field(default_factory=list)
@@ -220,7 +220,10 @@ class Engine:
         knob: KnobValue = None,
         name: str | None = None,
         measure_from_s: float = 0.0,
+        metered: bool = True,
     ) -> None:
+        """``metered=False``: the autoscaler reads no metrics (the oracle plans on the trace
+        itself), so none are computed and every decision gets ``NoData``."""
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
         self.autoscaler = autoscaler
@@ -243,7 +246,11 @@ class Engine:
                 run=m,
                 arr=m.arrivals.tolist(),
                 svc=m.service_s.tolist(),
-                meter=LoadMeter(m.arrivals, m.service_s, m.output_tokens, self.dt, history_s),
+                meter=(
+                    LoadMeter(m.arrivals, m.service_s, m.output_tokens, self.dt, history_s)
+                    if metered
+                    else None
+                ),
                 n=int(m.arrivals.size),
             )
             for k, m in enumerate(models)
@@ -408,22 +415,22 @@ class Engine:
         while ms.draining_until and ms.draining_until[0] <= now:
             heapq.heappop(ms.draining_until)
         run = ms.run
-        meter = ms.meter
-        upto = math.floor((now - self.lag) / self.dt + 1e-9)
-        if upto > meter.next_bin:
-            meter.update(ms.starts, upto)
-        samples = meter.window()
         arrived = bisect.bisect_right(ms.arr, now)
         queued = arrived - ms.i
         live = ms.live
-        if live == 0 and queued > 0 and self.wakes_on_arrival:
-            # The first request at an empty model is seen at once (activator poke).
-            recent = arrived - bisect.bisect_right(ms.arr, now - self.dt)
-            poke = MetricsSample(now, recent / self.dt, 0.0, float(queued), None)
-            samples = (*samples, poke)
-        metrics: MetricsWindow | NoData = (
-            MetricsWindow(samples) if samples else NoData("no scrape has completed yet")
-        )
+        metrics: MetricsWindow | NoData = NoData("this autoscaler reads no metrics")
+        meter = ms.meter
+        if meter is not None:
+            upto = math.floor((now - self.lag) / self.dt + 1e-9)
+            if upto > meter.next_bin:
+                meter.update(ms.starts, upto)
+            samples = meter.window()
+            if live == 0 and queued > 0 and self.wakes_on_arrival:
+                # The first request at an empty model is seen at once (activator poke).
+                recent = arrived - bisect.bisect_right(ms.arr, now - self.dt)
+                poke = MetricsSample(now, recent / self.dt, 0.0, float(queued), None)
+                samples = (*samples, poke)
+            metrics = MetricsWindow(samples) if samples else NoData("no scrape has completed yet")
         counts = ReplicaCounts(
             ready=len(ms.serving),
             starting=ms.n_starting,

@@ -126,6 +126,7 @@ class Simulation:
                 knob=headroom,
                 name=name,
                 measure_from_s=self.warmup_s,
+                metered=False,  # it plans on the trace itself
             )
         else:
             if isinstance(knob, Mapping):

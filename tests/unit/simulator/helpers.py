@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autoscaler.types import AutoscalerInput, Decision, MetricsWindow, ScalingSpec, State
+from autoscaler.types import (
+    Autoscaler,
+    AutoscalerInput,
+    Decision,
+    MetricsWindow,
+    ScalingSpec,
+    State,
+)
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun
 from schema.fleet import ColdStartPhases
@@ -79,7 +86,7 @@ def model(
 
 def engine(
     runs: list[ModelRun],
-    auto: Scripted,
+    auto: Autoscaler,
     end_s: float,
     *,
     tick_s: float = 1.0,
@@ -87,6 +94,7 @@ def engine(
     phases: ColdStartPhases = PHASES_100,
     wakes: bool = True,
     wake_lead_s: float = 0.0,
+    metered: bool = True,
 ) -> Engine:
     capacity = ColdStartCapacity({r.name: phases for r in runs})
     return Engine(
@@ -100,4 +108,5 @@ def engine(
         history_s=10.0,
         wakes_on_arrival=wakes,
         wake_lead_s=wake_lead_s,
+        metered=metered,
     )

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoscaler.types import NoData
 from controlplane.simulator.metrics import LoadMeter
 from controlplane.simulator.oracle import (
     ModelPoint,
@@ -20,7 +21,7 @@ from controlplane.simulator.oracle import (
     replica_plan,
     zero_wait_concurrency,
 )
-from tests.unit.simulator.helpers import PHASES_100, engine, model
+from tests.unit.simulator.helpers import PHASES_100, Scripted, engine, model
 
 
 def _brute(
@@ -167,12 +168,42 @@ def test_forward_max() -> None:
 def test_oracle_requests_one_cold_start_ahead_and_never_waits() -> None:
     run = model([500.0], 10.0, slo_s=0.5)
     oracle = OracleAutoscaler.plan([run], 700.0, {"m": PHASES_100.total_s}, headroom=1.0)
-    eng = engine([run], oracle, end_s=700.0, wake_lead_s=PHASES_100.total_s + 1.0)  # type: ignore[arg-type]
+    eng = engine([run], oracle, end_s=700.0, wake_lead_s=PHASES_100.total_s + 1.0)
     m = eng.run().models["m"]
     assert m.waits.tolist() == [0.0] and m.met_slo == 1
     # Requested at 399 (cold start 100 + one tick ahead), released at 511: 112 s.
     assert m.gpu_hours == pytest.approx(112 / 3600, abs=2 / 3600)
     assert m.cold_starts == 1
+
+
+def test_the_oracle_replays_the_same_without_metrics() -> None:
+    """The runner replays the oracle unmetered (it plans on the trace itself; computing
+    metrics was most of its wall time): the outcome is the metered replay's, and an
+    unmetered engine hands every decision NoData, never a window."""
+    rng = np.random.default_rng(7)
+    arrivals = np.sort(np.concatenate([rng.uniform(0, 900, 300), rng.uniform(2000, 2300, 400)]))
+    run = model(arrivals.tolist(), rng.uniform(1.0, 20.0, arrivals.size).tolist(), slots=4)
+    end = 3000.0
+    outcomes = []
+    for metered in (True, False):
+        oracle = OracleAutoscaler.plan([run], end, {"m": PHASES_100.total_s}, headroom=0.8)
+        eng = engine(
+            [run], oracle, end_s=end, wake_lead_s=PHASES_100.total_s + 1.0, metered=metered
+        )
+        outcomes.append(eng.run().models["m"])
+    with_metrics, without = outcomes
+    assert without.waits.tolist() == with_metrics.waits.tolist()
+    assert without.timeline == with_metrics.timeline
+    assert (without.gpu_hours, without.cold_starts, without.scale_events) == (
+        with_metrics.gpu_hours,
+        with_metrics.cold_starts,
+        with_metrics.scale_events,
+    )
+    assert with_metrics.cold_starts >= 2 and with_metrics.met_slo < with_metrics.requests
+
+    seen = Scripted(lambda inp: 1)
+    engine([run], seen, end_s=200.0, metered=False).run()
+    assert seen.seen and all(isinstance(i.metrics, NoData) for i in seen.seen)
 
 
 def test_cheapest_mix_hand_case() -> None:
