@@ -263,7 +263,10 @@ class GpucapAutoscaler:
         the completion rate (counted where the samples carry it, else arrivals minus the
         growth of the requests in the system) --
         since over the whole system it counts the wait as service, and a backlog growing
-        during a cold start would read as ever costlier requests (and launch ever more)."""
+        during a cold start would read as ever costlier requests (and launch ever more).
+        Not while the slots fill from a cold origin without a queue: that stage is not
+        steady then (nothing completes for a whole service time), so the profile or the
+        lower bound stands until the reading does."""
         if model.cost is not None and model.cost > 0:
             return model.cost, False
         floor, ceiling = 0.0, math.inf
@@ -271,7 +274,8 @@ class GpucapAutoscaler:
         if observed is not None and observed > 0 and rate >= MIN_RATE:
             queue = [s.queue_depth for s in stable]
             free = list(stable)  # a calm window: its samples' queues average out
-            if sum(queue) / len(queue) >= QUEUE_FREE:
+            calm = sum(queue) / len(queue) < QUEUE_FREE
+            if not calm:
                 free = [s for s in stable if s.queue_depth < QUEUE_FREE]
             reading = _littles_law(free, spec.metric)
             if reading is not None:  # (like forecast's cost learner, after any queue)
@@ -281,12 +285,16 @@ class GpucapAutoscaler:
                 if len(settled) < len(free) and not _filling(free, reading, origin, spec, step):
                     ceiling = reading  # slots holding requests that waited read costlier
                 free, reading = settled, _littles_law(settled, spec.metric)
-            if reading is not None and not _filling(free, reading, origin, spec, step):
+            filling = reading is not None and _filling(free, reading, origin, spec, step)
+            if reading is not None and not filling:
                 return reading, True
             floor = reading or 0.0  # (None, or a lower bound while the slots fill)
             if hint is not None and hint > 0:
                 estimate = hint
-            else:
+            elif not (filling and calm):
+                # (Not while calm slots fill from a cold origin: the law needs a steady
+                # in-service count, and with like service times nothing completes for a
+                # whole one. 50 s requests at 150/s read 316 s a minute in.)
                 served = observed if spec.metric == "tokens_per_s" else mean_in_flight(stable)
                 completions = _completion_rate(stable, rate, step)
                 if completions >= MIN_RATE and served > 0:

@@ -295,6 +295,36 @@ def test_a_cold_origin_does_not_teach_a_low_cost() -> None:
     assert st["cost"] == pytest.approx(20.0, rel=0.005)
 
 
+@pytest.mark.parametrize("profiled", [False, True])
+def test_slots_filling_from_a_cold_origin_do_not_read_as_costlier_requests(
+    profiled: bool,
+) -> None:
+    # Seen on the deepseek-r1 bench day: traffic starts from nothing at 150 req/s of 50 s
+    # requests (like service times: ServeGen's token defaults), so the slots fill for 50 s
+    # and nothing completes before. A minute in, Little's law on the service stage read
+    # 316 s per request and asked for 1,853 replicas where about 290 carry the load (the
+    # warm start, not charged, hid it). The profiled service time (the simulator's) or the
+    # filling lower bound (the daemon's, which has no profile) stands until the reading does.
+    service, lam = 50.0, 150.0
+    spec = dataclasses.replace(
+        SPEC,
+        max_concurrency_per_replica=64.0,
+        target_per_replica=25.6,
+        mean_service_s=service if profiled else None,
+    )
+    samples = [MetricsSample(float(t), lam, lam * min(t, service), 0.0) for t in range(1, 1201)]
+    auto, state, live = GpucapAutoscaler(), {}, 1
+    desired = []
+    for now in range(5, 1201, 5):
+        w = MetricsWindow(tuple(samples[max(0, now - 60) : now]))
+        d, state = auto.decide(inp(float(now), w, ready=live, spec=spec), state)
+        live = d.desired
+        desired.append(d.desired)
+    steady = desired[-1]
+    assert steady == math.ceil(lam * service / 25.6)  # the reserve at the target: 293
+    assert max(desired) == steady
+
+
 def test_a_rate_step_does_not_read_as_cheaper_requests() -> None:
     # 50 s per request, the rate doubles from 100 to 200 req/s at t = 600: the in-service
     # count follows over the next 50 s. Pairing each 30 s bucket's in-flight with its own
