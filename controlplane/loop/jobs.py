@@ -578,17 +578,21 @@ class ControlLoop:
                 row.error = error
             if zone:
                 row.zone = zone
-            if state in (NodeState.READY, NodeState.FAILED, NodeState.TERMINATED):
+            if failed or state in (NodeState.READY, NodeState.FAILED, NodeState.TERMINATED):
+                # (A node that failed but is drained, so its instance is terminated, is
+                # a failure for on-call all the same.)
+                failure = failed or state == NodeState.FAILED
                 record_event(
                     s,
                     now,
-                    f"node.{state.value}",
+                    "node.failed" if failure else f"node.{state.value}",
                     f"{n.instance_type} {n.instance_id or '-'} in {n.region}"
-                    + (f": {error}" if error else ""),
+                    + (f": {error}" if error else "")
+                    + ("; draining" if state == NodeState.DRAINING else ""),
                     customer=n.customer,
                     model=n.model,
                     node=n.id,
-                    severity="warning" if state == NodeState.FAILED else "info",
+                    severity="warning" if failure else "info",
                 )
 
     def _settle_replicas(self) -> None:

@@ -400,7 +400,15 @@ def test_launches_that_failed_lengthen_the_cold_start_horizon(loop, world, store
         ready = sorted((r for r in rows if r.ready_at), key=lambda r: (r.ready_at, r.id))
         own = [epoch(r.ready_at) - epoch(r.created_at) for r in ready]  # type: ignore[operator]
         failed = [r for r in rows if r.ready_at is None and any(n.error for n in r.nodes)]
+        warned = {
+            e.node
+            for e in s.scalars(select(Event).where(Event.kind == "node.failed"))
+            if e.severity == "warning"
+        }
     assert len(failed) == len(booting) >= 2 and own
+    # Each failure is stamped and told to on-call, drained or left failed.
+    assert all(n.failed_at for r in failed for n in r.nodes)
+    assert {n.id for n in booting} <= warned
     horizon = next_horizon(ctl, load, clock, store, "llama-70b")
     # Counting only the replicas that became ready reads the median of their own times;
     # the lost launch's capacity came with its replacement, later than any of them.
