@@ -38,8 +38,9 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    ski-rental break-even, since holding a replica through a dip is cheaper than releasing
    and re-buying it whenever the dip is shorter than its cold start. This time hysteresis
    also keeps a constant load from flapping; at most live / ``max_scale_down_rate`` go at once.
-8. Scale to zero after ``scale_to_zero_grace_s`` without any load; any queued request or
-   arrival with no live replica wakes the model to at least one replica at once.
+8. Scale to zero after ``scale_to_zero_grace_s`` without any load, once the dip hold
+   (a cold start of no need) has passed too: the later of the two, not their sum. Any
+   queued request or arrival with no live replica wakes the model to one replica at once.
 """
 
 from __future__ import annotations
@@ -202,20 +203,22 @@ class GpucapAutoscaler:
 
         # 8. Wake at once on the first request; otherwise idle grace, then zero.
         waking = live == 0 and (queued > 0 or rate_b > 0 or any(s.queue_depth > 0 for s in burst))
+        grace = False
         if waking:
             need, reason = max(need, 1), "wake"
         elif need == 0 and live > 0:
-            idle_for = now - float(st.get("last_busy", now))
-            if idle_for < spec.scale_to_zero_grace_s:
-                need = 1
+            grace = now - float(st.get("last_busy", now)) < spec.scale_to_zero_grace_s
 
         # 7. Rate limits, the scale-up delay and the dip hold (``_smooth``); and nothing is
-        # released while requests wait. (That hold is not a need in the dip window: once
-        # the queue is gone, the replicas bought to drain it go as soon as the need that
-        # launched them is a cold start old.)
+        # released while requests wait. (Neither hold is a need in the dip window: once the
+        # queue is gone, the replicas bought to drain it go as soon as the need that
+        # launched them is a cold start old; and the last replica goes once the idle grace
+        # and a cold start of no need have both passed, not one after the other.)
         desired, reason = self._smooth(st, inp, prev, need, reason)
         if queued >= QUEUE_FREE and desired < min(prev, live):
             desired, reason = min(prev, live), "hold_backlog"
+        if grace and desired < 1:
+            desired, reason = 1, "hold_idle_grace"
         if desired > live and live == inp.replicas.ready:
             st["wave"] = now  # a cold start begins: step 6 projects its arrival
         desired = max(spec.min_replicas, min(spec.max_replicas, desired))
