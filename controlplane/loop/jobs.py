@@ -578,10 +578,10 @@ class ControlLoop:
                 row.error = error
             if zone:
                 row.zone = zone
-            if failed or state in (NodeState.READY, NodeState.FAILED, NodeState.TERMINATED):
-                # (A node that failed but is drained, so its instance is terminated, is
-                # a failure for on-call all the same.)
-                failure = failed or state == NodeState.FAILED
+            # (A node that failed but is drained, so its instance is terminated, is a
+            # failure for on-call all the same.)
+            failure = failed or state == NodeState.FAILED
+            if failure or state in (NodeState.READY, NodeState.TERMINATED):
                 record_event(
                     s,
                     now,
