@@ -45,8 +45,9 @@ from controlplane.simulator.runner import (  # noqa: E402
     Simulation,
     autoscaler_names,
 )
+from controlplane.simulator.setup import warmup_bound_s  # noqa: E402
 from controlplane.simulator.traces import TraceOptions, TraceSpec, read_trace  # noqa: E402
-from schema.fleet import load_fleet_file  # noqa: E402
+from schema.fleet import Fleet, load_fleet_file  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"  # --traces overrides (e.g. run from an export)
 AZURE = TRACES / "azure-llm-2023"
@@ -70,9 +71,14 @@ class Scenario:
     cli_extra: tuple[str, ...] = field(default_factory=tuple)
     fleet: Path = FLEET
 
-    def options(self) -> TraceOptions:
+    def options(self, fleet: Fleet) -> TraceOptions:
+        """What `gpucap simulate` reads for this scenario (the window's history included)."""
         return TraceOptions(
-            seed=SEED, rate_scale=self.rate_scale, start_s=self.start_s, end_s=self.end_s
+            seed=SEED,
+            rate_scale=self.rate_scale,
+            start_s=self.start_s,
+            end_s=self.end_s,
+            history_s=warmup_bound_s(fleet),
         )
 
     def command(self) -> str:
@@ -220,8 +226,9 @@ def merge_rows(fresh: dict[str, Any], saved: dict[str, Any] | None) -> dict[str,
     if saved is None:
         return fresh
     # Runs saved before these keys were recorded used the same seed and target.
-    saved = {"seed": SEED, "slo_target": SLO_TARGET, **saved}
-    for key in ("requests", "replayed_with_warmup", "warmup_s", "seed", "slo_target"):
+    saved = {"seed": SEED, "slo_target": SLO_TARGET, "history_s": 0.0, **saved}
+    fresh = {"history_s": 0.0, **fresh}
+    for key in ("requests", "replayed_with_warmup", "warmup_s", "history_s", "seed", "slo_target"):
         if saved[key] != fresh[key]:
             raise SystemExit(
                 f"--reuse: {fresh['scenario']} {key} was {saved[key]}, now {fresh[key]}: "
@@ -242,7 +249,7 @@ def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") 
     specs = [
         TraceSpec.parse(t.replace("../shared/", str(_traces_dir.parent) + "/")) for t in sc.traces
     ]
-    trace = read_trace(specs, sc.options())
+    trace = read_trace(specs, sc.options(fleet))
     sim = Simulation(fleet, trace)
     setup_s = time.perf_counter() - t0
     replayed = int(sum(r.arrivals.size for r in sim.runs))
@@ -279,6 +286,7 @@ def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") 
         "replayed_with_warmup": replayed,
         "hours": trace.end_s / 3600,
         "warmup_s": sim.warmup_s,
+        "history_s": min(trace.history_s, sim.warmup_s),
         "setup_s": setup_s,
         "rows": rows,
         "throughput": {
@@ -493,6 +501,15 @@ def render_scale(scale: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _warmup_source(res: dict[str, Any]) -> str:
+    history = float(res.get("history_s", 0.0))
+    if history >= res["warmup_s"]:
+        return "the trace's own traffic before the window"
+    if history > 0:
+        return f"the trace's {history:.0f} s before the window, after its first seconds again"
+    return "the trace's first seconds replayed once more"
+
+
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "null" if v is None else f"{v:,.{digits}f}"
 
@@ -537,25 +554,22 @@ def render(
         "run is then given in the notes).",
         "",
         "Rules shared by every autoscaler (`controlplane/simulator/engine.py`): FCFS over the "
-        "ready replicas' slots, requests never dropped, SLO = wait before service <= "
-        "`slo_s`; GPU-hours from node request to release; cold start = the fleet's phases; "
-        "each autoscaler at its own tick and metric lag; warm start sized for the first 10 "
-        "minutes, plus a warm-up prefix (the trace's first `warmup` seconds replayed before "
-        "it, not measured). ServeGen rate files carry no token lengths: their service times "
-        "come from the fleet's default token counts, and their arrivals are synthesised from "
-        "the fitted per-client laws with the seed. Each autoscaler's own defaults are in "
+        "ready replicas' slots, requests never dropped, SLO = wait before service <= `slo_s`; "
+        "GPU-hours from node request to release; cold start = the fleet's phases; each autoscaler "
+        "at its own tick and metric lag; warm start sized for the first 10 minutes, plus a warm-up"
+        " before the measured window, not measured: the trace's own traffic before the window "
+        "where it has it (the ServeGen windows), else its first `warmup` seconds replayed once "
+        "more. ServeGen rate files carry no token lengths: their service times come from the "
+        "fleet's default token counts, and their arrivals are synthesised from the fitted "
+        "per-client laws with the seed. Each autoscaler's own defaults are in "
         "`autoscaler/README.md`; the oracle (`controlplane/simulator/oracle.py`) knows every "
-        "arrival and the exact cold start. It is the lower bound for serving every request "
-        "without a wait; its knob (headroom) scales every second's capacity alike. With "
-        "several models it also tries the cheapest headroom per model over its runs (the "
-        "attainment target pools every request, so misses are cheapest where one saves the "
-        "most GPU time) and is shown with one headroom per model where that wins. It is "
-        "still no strict bound below an attainment of 1: a peer can undercut it by leaving "
-        "a short burst's requests late.",
-        "",
-        "## Machine",
-        "",
-        "```",
+        "arrival and the exact cold start. It is the lower bound for serving every request without"
+        " a wait; its knob (headroom) scales every second's capacity alike. With several models it"
+        " also tries the cheapest headroom per model over its runs (the attainment target pools "
+        "every request, so misses are cheapest where one saves the most GPU time) and is shown "
+        "with one headroom per model where that wins. It is still no strict bound below an "
+        "attainment of 1: a peer can undercut it by leaving a short burst's requests late.## "
+        "Machine```",
         cpu,
         f"Python {platform.python_version()} ({platform.python_implementation()}), "
         f"{platform.platform()}",
@@ -616,7 +630,8 @@ def render(
             f"## {res['scenario']}",
             "",
             f"{sc.note}. {res['requests']:,} requests measured over {res['hours']:.2f} h "
-            f"(plus a {res['warmup_s']:.0f} s warm-up: {res['replayed_with_warmup']:,} replayed). "
+            f"(plus a {res['warmup_s']:.0f} s warm-up, {_warmup_source(res)}: "
+            f"{res['replayed_with_warmup']:,} replayed). "
             f"Equivalent CLI:",
             "",
             "```",

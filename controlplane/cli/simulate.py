@@ -24,7 +24,7 @@ from rich.table import Table
 
 from controlplane.simulator.engine import RunOutcome, knob_label
 from controlplane.simulator.runner import ORACLE, Simulation, autoscaler_names
-from controlplane.simulator.setup import SetupError
+from controlplane.simulator.setup import SetupError, warmup_bound_s
 from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
 from schema.fleet import FleetError, load_fleet_file
 
@@ -113,7 +113,11 @@ def simulate(
         typer.Option(
             "--warmup",
             min=0.0,
-            help="Warm-up replayed before the measured trace, s (default: cold start + 300).",
+            help=(
+                "Warm-up before the measured trace, s (default: cold start + 300): the "
+                "trace's own traffic before --start where it has it, else its first "
+                "seconds replayed once more."
+            ),
         ),
     ] = None,
 ) -> None:
@@ -133,7 +137,11 @@ def simulate(
         problem = _unwritable(report)
         if problem:
             raise _bad_input(f"--report: cannot write to {report}: {problem}")
-    options = TraceOptions(seed=seed, rate_scale=rate_scale, start_s=start, end_s=end)
+    # A window's warm-up is the trace's own traffic before it, where the trace has it.
+    history = warmup if warmup is not None else warmup_bound_s(fleet_model)
+    options = TraceOptions(
+        seed=seed, rate_scale=rate_scale, start_s=start, end_s=end, history_s=history
+    )
     try:
         loaded = read_trace([TraceSpec.parse(t) for t in trace], options)
         sim = Simulation(fleet_model, loaded, warmup_s=warmup)

@@ -35,6 +35,7 @@ from controlplane.simulator.traces import (
     TraceError,
     TraceOptions,
     TraceSpec,
+    history_span,
     request_budget,
 )
 
@@ -160,27 +161,39 @@ def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:
     median = float(np.median(list(pool_rate.values())))
     gaps = {s for s, r in pool_rate.items() if r < GAP_FRACTION * median}
     kept = [s for s in starts if s not in gaps]
-    lo = options.start_s if options.start_s is not None else -math.inf
+    # Select the replay window (and the history before it) on the trace's own offsets, then
+    # splice out the gaps.
+    lo = options.start_s - history_span(options) if options.start_s is not None else -math.inf
     hi = options.end_s if options.end_s is not None else math.inf
-    # Select the replay window on the trace's own offsets, then splice out the gaps.
-    kept = [s for s in kept if s >= lo and s < hi]
+    kept = [s for s in kept if s + WINDOW_S > lo and s < hi]
     new_start = {s: i * WINDOW_S for i, s in enumerate(kept)}
     _check_size(spec, pool, clients, new_start, options)
-    rng = np.random.default_rng(options.seed)
+    # One generator per window, seeded by the seed and the window's place in the trace: a
+    # window's arrivals are the same whichever window (and history) is replayed around it.
+    by_start = [
+        {w.start_s: w for w in clients[name] if w.rate > 0}
+        for name in sorted(clients, key=_client_order)
+    ]
     chunks: list[np.ndarray] = []
-    for name in sorted(clients, key=_client_order):
-        for w in clients[name]:
-            if w.rate <= 0 or w.start_s not in new_start:
-                continue
-            chunks.append(new_start[w.start_s] + synthesise_window(rng, w, options.rate_scale))
+    for number, start in enumerate(starts):
+        if start not in new_start:
+            continue
+        rng = np.random.default_rng([options.seed, number])
+        for windows in by_start:
+            window = windows.get(start)
+            if window is not None:
+                arrivals = synthesise_window(rng, window, options.rate_scale)
+                chunks.append(new_start[start] + arrivals)
     arrivals = np.sort(np.concatenate(chunks)) if chunks else np.empty(0)
-    if options.start_s is not None or options.end_s is not None:
-        # read_trace windows again on these offsets: keep everything (already selected)
-        arrivals = arrivals + (options.start_s or 0.0)
+    # On the trace's own offsets from the first window read: read_trace cuts the replay
+    # window (and its history) out of them, to the second.
+    windowed = options.start_s is not None or options.end_s is not None
+    origin = kept[0] if kept and windowed else 0.0
+    arrivals = arrivals + origin
     if arrivals.size == 0:
         raise TraceError(spec.path, f"pool {pool!r}: no requests in the selected windows")
     model = spec.model or pool
-    span = len(kept) * WINDOW_S + (options.start_s or 0.0)
+    span = len(kept) * WINDOW_S + origin
     return FileTrace([ModelTrace(model, arrivals, source=spec.path)], absolute=False, span_s=span)
 
 

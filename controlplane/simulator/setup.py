@@ -60,35 +60,68 @@ def service_times(spec: ModelSpec, trace: ModelTrace) -> tuple[np.ndarray, np.nd
 def auto_warmup_s(fleet: Fleet, trace: Trace) -> float:
     """Long enough for a replica requested at the start to be ready, plus 5 minutes of
     windows (the longest peer window in autoscalers.md is HPA's 300 s stabilization)."""
-    longest = 0.0
-    for name in trace.models:
-        spec = fleet.model(name)
-        if spec is not None:
-            longest = max(longest, fleet.coldstart_for(spec).total_s)
+    return _warmup_for(fleet, [fleet.model(name) for name in trace.models])
+
+
+def warmup_bound_s(fleet: Fleet) -> float:
+    """The longest warm-up any model of the fleet (or its template) can need: the history
+    to read before a replay window, before it is known which models the trace holds."""
+    specs: list[ModelSpec | None] = list(fleet.models)
+    if fleet.template is not None:
+        specs.append(fleet.template.clone("template"))  # what an unnamed model gets
+    return _warmup_for(fleet, specs)
+
+
+def _warmup_for(fleet: Fleet, specs: list[ModelSpec | None]) -> float:
+    longest = max((fleet.coldstart_for(s).total_s for s in specs if s is not None), default=0.0)
     return longest + 300.0
 
 
-def with_warmup(trace: ModelTrace, warmup_s: float) -> tuple[ModelTrace, int]:
-    """The trace's first ``warmup_s`` seconds replayed once before it (the same requests,
-    shifted), so that the measured replay opens on a running system: requests in flight,
-    queues and autoscaler windows as they would be, not empty. Returns the trace on the
-    shifted clock and the index of its first measured request."""
+def with_warmup(
+    trace: ModelTrace, warmup_s: float, history_s: float = 0.0
+) -> tuple[ModelTrace, int]:
+    """The trace on the engine's clock, measured from ``warmup_s``, with a warm-up before
+    it so that the measured replay opens on a running system: requests in flight, queues
+    and autoscaler windows as they would be, not empty. The warm-up is the trace's own
+    history before the window (``history_s`` seconds, arrivals before 0) as far as it
+    goes; what it lacks is made up by replaying the earliest requests once more (the same
+    requests, shifted: with no history, the window's own first ``warmup_s`` seconds).
+    Returns the shifted trace and the index of its first measured request."""
     if warmup_s <= 0:
-        return trace, 0
-    k = int(np.searchsorted(trace.arrivals, warmup_s, "left"))
+        return _from(trace, int(np.searchsorted(trace.arrivals, 0.0, "left"))), 0
+    held = min(history_s, warmup_s)
+    arrivals = trace.arrivals
+    begin = int(np.searchsorted(arrivals, -held, "left"))  # history older than the warm-up
+    copied = int(np.searchsorted(arrivals, warmup_s - 2 * held, "left"))
+    first = (copied - begin) + int(np.searchsorted(arrivals, 0.0, "left")) - begin
 
     def cat(a: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None else np.concatenate([a[:k], a])
+        return None if a is None else np.concatenate([a[begin:copied], a[begin:]])
 
     shifted = ModelTrace(
         trace.model,
-        np.concatenate([trace.arrivals[:k], trace.arrivals + warmup_s]),
+        np.concatenate([arrivals[begin:copied] + held, arrivals[begin:] + warmup_s]),
         cat(trace.input_tokens),
         cat(trace.output_tokens),
         cat(trace.service_s),
         trace.source,
     )
-    return shifted, k
+    return shifted, first
+
+
+def _from(trace: ModelTrace, k: int) -> ModelTrace:
+    """The trace from request ``k`` on (no warm-up: the history is dropped)."""
+    if k == 0:
+        return trace
+    pick = lambda a: None if a is None else a[k:]  # noqa: E731
+    return ModelTrace(
+        trace.model,
+        trace.arrivals[k:],
+        pick(trace.input_tokens),
+        pick(trace.output_tokens),
+        pick(trace.service_s),
+        trace.source,
+    )
 
 
 def build_runs(
@@ -100,7 +133,7 @@ def build_runs(
     runs: list[ModelRun] = []
     phases: dict[str, ColdStartPhases] = {}
     for name in sorted(trace.models):
-        mt, first = with_warmup(trace.models[name], warmup_s)
+        mt, first = with_warmup(trace.models[name], warmup_s, trace.history_s)
         spec = fleet.model(name)
         if spec is None:
             known = ", ".join(m.name for m in fleet.models)

@@ -56,6 +56,11 @@ class ModelTrace:
     def __len__(self) -> int:
         return int(self.arrivals.size)
 
+    @property
+    def measured(self) -> int:
+        """Requests from time 0 on (before it: history read for the warm-up)."""
+        return int(self.arrivals.size - np.searchsorted(self.arrivals, 0.0, "left"))
+
     def sorted(self) -> ModelTrace:
         if self.arrivals.size < 2 or bool(np.all(np.diff(self.arrivals) >= 0)):
             return self
@@ -83,16 +88,20 @@ class FileTrace:
 
 @dataclass
 class Trace:
-    """The combined replay: every model on one clock starting at 0."""
+    """The combined replay: every model on one clock, 0 at the start of the replayed window.
+    ``history_s`` seconds of the trace before the window come with it (arrivals in
+    [-history_s, 0)): its real preceding traffic, for the warm-up, never measured."""
 
     models: dict[str, ModelTrace]
     end_s: float
     label: str
     sources: list[str] = field(default_factory=list)
+    history_s: float = 0.0
 
     @property
     def requests(self) -> int:
-        return sum(len(m) for m in self.models.values())
+        """Requests in the replayed window (the history not counted)."""
+        return sum(m.measured for m in self.models.values())
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,9 @@ class TraceOptions:
     rate_scale: float = 1.0  # rate files only: multiply every client's rate
     start_s: float | None = None  # replay window, in the trace's own offsets
     end_s: float | None = None
+    # With start_s: also read up to this many seconds before it (no further back than the
+    # trace's own start), the real traffic a warm-up replays before the window.
+    history_s: float = 0.0
     # Rate files only: the most requests to synthesise (None: what the memory available
     # now holds, ``request_budget``). Above it the read stops before allocating anything.
     max_requests: int | None = None
@@ -179,12 +191,26 @@ def read_trace(specs: list[TraceSpec], options: TraceOptions = TraceOptions()) -
     if options.end_s is not None:
         end = min(end, options.end_s - (options.start_s or 0.0))
     models = {k: v for k, v in models.items() if len(v)}
-    if not models:
+    if not any(m.measured for m in models.values()):
         where = ", ".join(s.path for s in specs)
         raise TraceError(where, "the trace has no requests (in the selected window)")
     end = max(end, max(float(m.arrivals[-1]) for m in models.values()))
     label = " + ".join(_label(s) for s in specs)
-    return Trace(models=models, end_s=end, label=label, sources=[s.path for s in specs])
+    return Trace(
+        models=models,
+        end_s=end,
+        label=label,
+        sources=[s.path for s in specs],
+        history_s=history_span(options),
+    )
+
+
+def history_span(options: TraceOptions) -> float:
+    """Seconds of history read before the window: ``history_s``, back to the trace's start
+    (offset 0; for wall-clock traces, their earliest arrival) at the furthest."""
+    if options.start_s is None:
+        return 0.0
+    return max(0.0, min(options.history_s, options.start_s))
 
 
 def _label(spec: TraceSpec) -> str:
@@ -217,11 +243,12 @@ def _concat(name: str, parts: list[ModelTrace]) -> ModelTrace:
 
 
 def _window(m: ModelTrace, options: TraceOptions) -> ModelTrace:
+    """The window's requests on its own clock (0 at ``start_s``), its history before 0."""
     lo = options.start_s if options.start_s is not None else -math.inf
     hi = options.end_s if options.end_s is not None else math.inf
     if lo == -math.inf and hi == math.inf:
         return m
-    keep = (m.arrivals >= lo) & (m.arrivals < hi)
+    keep = (m.arrivals >= lo - history_span(options)) & (m.arrivals < hi)
     pick = lambda a: None if a is None else a[keep]  # noqa: E731
     shift = 0.0 if lo == -math.inf else lo
     return ModelTrace(

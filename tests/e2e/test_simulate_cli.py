@@ -222,6 +222,19 @@ def test_a_report_folder_that_cannot_be_written_is_refused_before_replaying(
     assert "Traceback" not in err
 
 
+def test_a_window_counts_its_own_requests_not_the_history_before_it(
+    files: dict[str, Path],
+) -> None:
+    # 150 requests 2 s apart; the window [200, 300) holds 50, and the 200 s before it (all
+    # the trace has there, less than the 340 s warm-up) are read as its warm-up.
+    args = ["--trace", str(files["generic"]), "--fleet", str(files["fleet"]), "--json"]
+    code, out, _ = _run(*args, "--autoscaler", "ours,oracle", "--start", "200", "--end", "300")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["requests"] == 50
+    assert all(r["slo_attainment"] is not None for r in payload["results"])
+
+
 def test_a_negative_seed_is_refused() -> None:
     code, _, err = _run("--trace", "x.csv", "--fleet", "f.yaml", "--seed", "-1")
     assert code == 2 and "--seed" in err

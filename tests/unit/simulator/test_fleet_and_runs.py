@@ -10,7 +10,14 @@ import pytest
 
 from controlplane.simulator.engine import Summary
 from controlplane.simulator.runner import ALL, Simulation, autoscaler_names
-from controlplane.simulator.setup import SetupError, build_runs, scaling_spec, service_times
+from controlplane.simulator.setup import (
+    SetupError,
+    build_runs,
+    scaling_spec,
+    service_times,
+    warmup_bound_s,
+    with_warmup,
+)
 from controlplane.simulator.traces import ModelTrace, Trace, TraceOptions, TraceSpec, read_trace
 from schema.fleet import FleetError, parse_fleet
 
@@ -120,6 +127,52 @@ def _tiny_trace(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "history", "warmup", "replayed", "sources", "first"),
+    [
+        # No history: the first 10 s are replayed once more before the trace.
+        ([0.0, 5.0, 20.0], 0.0, 10.0, [0.0, 5.0, 10.0, 15.0, 30.0], [0, 5, 0, 5, 20], 2),
+        # History longer than the warm-up: its last 10 s are the warm-up, nothing copied.
+        ([-12.0, -8.0, -3.0, 0.0, 5.0], 12.0, 10.0, [2.0, 7.0, 10.0, 15.0], [-8, -3, 0, 5], 2),
+        # 4 s of history: it ends the warm-up, and its first 6 s are replayed before it.
+        ([-4.0, -1.0, 2.0, 5.0], 4.0, 10.0, [0, 3, 6, 9, 12, 15], [-4, -1, -4, -1, 2, 5], 4),
+        # No warm-up: the history is dropped.
+        ([-4.0, -1.0, 2.0, 5.0], 4.0, 0.0, [2.0, 5.0], [2, 5], 0),
+    ],
+)
+def test_the_warm_up_is_the_history_then_a_copy_of_the_earliest_requests(
+    arrivals: list[float],
+    history: float,
+    warmup: float,
+    replayed: list[float],
+    sources: list[float],
+    first: int,
+) -> None:
+    # Each request's service time is its own arrival time: it shows which request went where.
+    trace = ModelTrace("m", np.array(arrivals), service_s=np.array(arrivals))
+    shifted, measured_from = with_warmup(trace, warmup, history)
+    assert shifted.arrivals.tolist() == replayed
+    assert shifted.service_s is not None and shifted.service_s.tolist() == sources
+    assert measured_from == first
+    assert (shifted.arrivals[first:] - warmup).tolist() == [t for t in arrivals if t >= 0]
+
+
+def test_a_replay_measures_the_window_after_its_real_history(tmp_path: Path) -> None:
+    path = tmp_path / "g.csv"
+    path.write_text("timestamp,model,service_s\n" + "".join(f"{t},x,1\n" for t in range(0, 400, 2)))
+    fleet = parse_fleet(FLEET)
+    assert warmup_bound_s(fleet) == 60 + 50 - 10 + 300  # big: load_init_s 50 instead of 10
+    options = TraceOptions(start_s=300, end_s=400, history_s=warmup_bound_s(fleet))
+    trace = read_trace([TraceSpec.parse(str(path))], options)
+    sim = Simulation(fleet, trace)  # x: a template clone, 60 s cold start
+    assert sim.warmup_s == 360 and trace.history_s == 300
+    (run,) = sim.runs
+    # 60 s of the trace copied, then its 300 s before the window; 50 requests measured.
+    assert run.arrivals.size == 30 + 150 + 50 and run.measured_from == 180
+    assert run.arrivals[run.measured_from] == 360.0
+    assert sim.run("ours").requests == trace.requests == 50
 
 
 def test_every_autoscaler_runs_and_reports(tmp_path: Path) -> None:

@@ -56,6 +56,26 @@ def test_same_seed_same_arrivals_other_seed_differs(tmp_path: Path) -> None:
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.parametrize(
+    ("start", "end", "history"), [(600, 1200, 0), (600, 1800, 600), (300, 900, 0)]
+)
+def test_a_window_replays_the_arrivals_of_the_whole_trace(
+    tmp_path: Path, start: float, end: float, history: float
+) -> None:
+    """Each window has its own generator: the requests of [start, end) are those of the whole
+    trace, whatever is read around them, and a window that starts inside a rate window
+    gets that window's arrivals from there on."""
+    folder = _pool(tmp_path, "reason", "r1", {0: STEADY, 1: STEADY[1:]})
+    whole = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=4)).models["r1"]
+    options = TraceOptions(seed=4, start_s=start, end_s=end, history_s=history)
+    part = read_trace([TraceSpec.parse(str(folder))], options)
+    expected = whole.arrivals[(whole.arrivals >= start - history) & (whole.arrivals < end)]
+    assert part.models["r1"].arrivals.size > 500
+    assert np.allclose(part.models["r1"].arrivals, expected - start, rtol=0, atol=1e-9)
+    assert part.history_s == history
+    assert part.end_s == pytest.approx(end - start)
+
+
 def test_rate_scale_multiplies_arrivals(tmp_path: Path) -> None:
     folder = _pool(tmp_path, "reason", "r1", {0: STEADY})
     one = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=1)).requests

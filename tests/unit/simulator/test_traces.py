@@ -98,6 +98,38 @@ def test_window_selects_and_rebases(tmp_path: Path) -> None:
     trace = read_trace([TraceSpec.parse(str(path))], TraceOptions(start_s=10, end_s=30))
     assert trace.models["g"].arrivals.tolist() == [0.0, 10.0]
     assert trace.end_s == pytest.approx(20.0)
+    assert trace.history_s == 0.0
+
+
+@pytest.mark.parametrize(
+    ("start", "history", "arrivals", "held", "measured"),
+    [
+        (20.0, 15.0, [-10.0, 0.0, 10.0], 15.0, 2),  # the requests of [5, 20) come before 0
+        (10.0, 100.0, [-10.0, 0.0, 10.0, 20.0], 10.0, 3),  # no further back than the trace
+        (None, 50.0, [0.0, 10.0, 20.0, 30.0], 0.0, 4),  # no window start: nothing before it
+    ],
+)
+def test_a_window_comes_with_the_history_before_it(
+    tmp_path: Path,
+    start: float | None,
+    history: float,
+    arrivals: list[float],
+    held: float,
+    measured: int,
+) -> None:
+    path = _write(tmp_path / "g.csv", "timestamp,service_s\n0,1\n10,1\n20,1\n30,1\n40,2\n")
+    options = TraceOptions(start_s=start, end_s=40, history_s=history)
+    trace = read_trace([TraceSpec.parse(str(path))], options)
+    assert trace.models["g"].arrivals.tolist() == arrivals
+    assert trace.history_s == held
+    assert trace.requests == measured  # the window's requests, not its history
+    assert trace.end_s == pytest.approx(40.0 - (start or 0.0))
+
+
+def test_a_window_with_only_history_is_empty(tmp_path: Path) -> None:
+    path = _write(tmp_path / "g.csv", "timestamp,service_s\n0,1\n10,1\n")
+    with pytest.raises(TraceError, match="no requests"):
+        read_trace([TraceSpec.parse(str(path))], TraceOptions(start_s=15, end_s=30, history_s=60))
 
 
 @pytest.mark.parametrize(
