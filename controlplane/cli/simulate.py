@@ -103,10 +103,12 @@ def simulate(
         typer.Option("--rate-scale", min=0.0, help="Multiply ServeGen clients' rates by this."),
     ] = 1.0,
     start: Annotated[
-        float | None, typer.Option("--start", help="Replay from this offset (s, trace time).")
+        float | None,
+        typer.Option("--start", min=0.0, help="Replay from this offset (s, trace time)."),
     ] = None,
     end: Annotated[
-        float | None, typer.Option("--end", help="Replay until this offset (s, trace time).")
+        float | None,
+        typer.Option("--end", min=0.0, help="Replay until this offset (s, trace time)."),
     ] = None,
     warmup: Annotated[
         float | None,

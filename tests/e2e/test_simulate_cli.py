@@ -235,9 +235,10 @@ def test_a_window_counts_its_own_requests_not_the_history_before_it(
     assert all(r["slo_attainment"] is not None for r in payload["results"])
 
 
-def test_a_negative_seed_is_refused() -> None:
-    code, _, err = _run("--trace", "x.csv", "--fleet", "f.yaml", "--seed", "-1")
-    assert code == 2 and "--seed" in err
+@pytest.mark.parametrize("flag", ["--seed", "--start", "--end"])
+def test_a_negative_seed_or_offset_is_refused(flag: str) -> None:
+    code, _, err = _run("--trace", "x.csv", "--fleet", "f.yaml", flag, "-1")
+    assert code == 2 and flag in err
 
 
 def test_console_script(files: dict[str, Path]) -> None:
