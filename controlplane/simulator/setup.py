@@ -87,41 +87,17 @@ def with_warmup(
     goes; what it lacks is made up by replaying the earliest requests once more (the same
     requests, shifted: with no history, the window's own first ``warmup_s`` seconds).
     Returns the shifted trace and the index of its first measured request."""
-    if warmup_s <= 0:
-        return _from(trace, int(np.searchsorted(trace.arrivals, 0.0, "left"))), 0
+    if warmup_s <= 0:  # the history is dropped
+        return trace.select(slice(int(np.searchsorted(trace.arrivals, 0.0, "left")), None)), 0
     held = min(history_s, warmup_s)
     arrivals = trace.arrivals
     begin = int(np.searchsorted(arrivals, -held, "left"))  # history older than the warm-up
     copied = int(np.searchsorted(arrivals, warmup_s - 2 * held, "left"))
     first = (copied - begin) + int(np.searchsorted(arrivals, 0.0, "left")) - begin
-
-    def cat(a: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None else np.concatenate([a[begin:copied], a[begin:]])
-
-    shifted = ModelTrace(
-        trace.model,
-        np.concatenate([arrivals[begin:copied] + held, arrivals[begin:] + warmup_s]),
-        cat(trace.input_tokens),
-        cat(trace.output_tokens),
-        cat(trace.service_s),
-        trace.source,
-    )
+    shifted = trace.select(np.r_[begin:copied, begin : arrivals.size])  # a copy
+    shifted.arrivals[: copied - begin] += held  # the copy, then the history and the window
+    shifted.arrivals[copied - begin :] += warmup_s
     return shifted, first
-
-
-def _from(trace: ModelTrace, k: int) -> ModelTrace:
-    """The trace from request ``k`` on (no warm-up: the history is dropped)."""
-    if k == 0:
-        return trace
-    pick = lambda a: None if a is None else a[k:]  # noqa: E731
-    return ModelTrace(
-        trace.model,
-        trace.arrivals[k:],
-        pick(trace.input_tokens),
-        pick(trace.output_tokens),
-        pick(trace.service_s),
-        trace.source,
-    )
 
 
 def build_runs(

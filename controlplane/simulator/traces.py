@@ -64,11 +64,15 @@ class ModelTrace:
     def sorted(self) -> ModelTrace:
         if self.arrivals.size < 2 or bool(np.all(np.diff(self.arrivals) >= 0)):
             return self
-        order = np.argsort(self.arrivals, kind="stable")
-        pick = lambda a: None if a is None else a[order]  # noqa: E731
+        return self.select(np.argsort(self.arrivals, kind="stable"))
+
+    def select(self, index: np.ndarray | slice, shift: float = 0.0) -> ModelTrace:
+        """The requests at ``index`` (a mask, indices or a slice), every column alike,
+        their arrivals moved by ``shift``."""
+        pick = lambda a: None if a is None else a[index]  # noqa: E731
         return ModelTrace(
             self.model,
-            self.arrivals[order],
+            self.arrivals[index] + shift,
             pick(self.input_tokens),
             pick(self.output_tokens),
             pick(self.service_s),
@@ -249,16 +253,7 @@ def _window(m: ModelTrace, options: TraceOptions) -> ModelTrace:
     if lo == -math.inf and hi == math.inf:
         return m
     keep = (m.arrivals >= lo - history_span(options)) & (m.arrivals < hi)
-    pick = lambda a: None if a is None else a[keep]  # noqa: E731
-    shift = 0.0 if lo == -math.inf else lo
-    return ModelTrace(
-        m.model,
-        m.arrivals[keep] - shift,
-        pick(m.input_tokens),
-        pick(m.output_tokens),
-        pick(m.service_s),
-        m.source,
-    )
+    return m.select(keep, shift=0.0 if lo == -math.inf else -lo)
 
 
 # --------------------------------------------------------------------------- detection
