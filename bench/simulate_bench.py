@@ -506,8 +506,8 @@ def _warmup_source(res: dict[str, Any]) -> str:
     if history >= res["warmup_s"]:
         return "the trace's own traffic before the window"
     if history > 0:
-        return f"the trace's {history:.0f} s before the window, after its first seconds again"
-    return "the trace's first seconds replayed once more"
+        return f"the trace's {history:.0f} s before the window, after the trace's end"
+    return "the trace's end, as if it had run before itself"
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -558,8 +558,9 @@ def render(
         "GPU-hours from node request to release; cold start = the fleet's phases; each autoscaler "
         "at its own tick and metric lag; warm start sized for the first 10 minutes, plus a warm-up"
         " before the measured window, not measured: the trace's own traffic before the window "
-        "where it has it (the ServeGen windows), else its first `warmup` seconds replayed once "
-        "more. ServeGen rate files carry no token lengths: their service times come from the "
+        "where it has it (the ServeGen windows), else the trace's own end, as if it had run before "
+        "itself (not its opening: a burst there would be seen twice, a warm-up apart). "
+        "ServeGen rate files carry no token lengths: their service times come from the "
         "fleet's default token counts, and their arrivals are synthesised from the fitted "
         "per-client laws with the seed. Each autoscaler's own defaults are in "
         "`autoscaler/README.md`; the oracle (`controlplane/simulator/oracle.py`) knows every "

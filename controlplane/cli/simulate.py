@@ -117,8 +117,8 @@ def simulate(
             min=0.0,
             help=(
                 "Warm-up before the measured trace, s (default: cold start + 300): the "
-                "trace's own traffic before --start where it has it, else its first "
-                "seconds replayed once more."
+                "trace's own traffic before --start where it has it, else the trace's "
+                "end, as if it had run before itself."
             ),
         ),
     ] = None,

@@ -24,7 +24,7 @@ reader's seed). Rules every autoscaler shares, only the decision logic differs:
 - Every model starts warm with enough ready replicas for its first 10 minutes of load at its
   target utilization (same for every autoscaler; the replay does not open on a cold start),
   and a warm-up (``measure_from_s``: the trace's own traffic before the replayed window,
-  or its first requests once more; see ``setup.with_warmup``) fills the system and the
+  or the trace's end, as if it had run before; see ``setup.with_warmup``) fills the system and the
   autoscalers' windows before anything is measured: requests, GPU time, cold starts and
   scale events before it are not counted.
 

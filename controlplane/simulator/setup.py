@@ -78,25 +78,40 @@ def _warmup_for(fleet: Fleet, specs: list[ModelSpec | None]) -> float:
 
 
 def with_warmup(
-    trace: ModelTrace, warmup_s: float, history_s: float = 0.0
+    trace: ModelTrace, warmup_s: float, history_s: float, end_s: float
 ) -> tuple[ModelTrace, int]:
     """The trace on the engine's clock, measured from ``warmup_s``, with a warm-up before
     it so that the measured replay opens on a running system: requests in flight, queues
     and autoscaler windows as they would be, not empty. The warm-up is the trace's own
     history before the window (``history_s`` seconds, arrivals before 0) as far as it
-    goes; what it lacks is made up by replaying the earliest requests once more (the same
-    requests, shifted: with no history, the window's own first ``warmup_s`` seconds).
-    Returns the shifted trace and the index of its first measured request."""
-    if warmup_s <= 0:  # the history is dropped
-        return trace.select(slice(int(np.searchsorted(trace.arrivals, 0.0, "left")), None)), 0
-    held = min(history_s, warmup_s)
+    goes; what it lacks is the trace's end (the window's ``end_s``), as if the trace had
+    run before itself (repeated as often as the lack needs). Not its
+    opening: replayed just before the measured opening, a burst there would be seen twice,
+    a warm-up apart, and a decider that holds capacity longer would be credited with a
+    foresight it did not have. Returns the shifted trace and the index of its first
+    measured request."""
     arrivals = trace.arrivals
+    if warmup_s <= 0:  # the history is dropped
+        return trace.select(slice(int(np.searchsorted(arrivals, 0.0, "left")), None)), 0
+    held = min(history_s, warmup_s)
     begin = int(np.searchsorted(arrivals, -held, "left"))  # history older than the warm-up
-    copied = int(np.searchsorted(arrivals, warmup_s - 2 * held, "left"))
-    first = (copied - begin) + int(np.searchsorted(arrivals, 0.0, "left")) - begin
-    shifted = trace.select(np.r_[begin:copied, begin : arrivals.size])  # a copy
-    shifted.arrivals[: copied - begin] += held  # the copy, then the history and the window
-    shifted.arrivals[copied - begin :] += warmup_s
+    # What repeats before itself: the span read, [-held, end_s), and one mean gap between
+    # requests (a request at each end would otherwise meet at the seam).
+    span = end_s + held
+    period = span + span / max(1, arrivals.size - begin)
+    parts: list[np.ndarray] = []
+    shifts: list[float] = []
+    lack = warmup_s - held
+    if lack > 0 and period > 0:
+        for j in range(math.ceil(lack / period), 0, -1):  # the oldest repetition first
+            first_kept = int(np.searchsorted(arrivals, j * period - warmup_s, "left"))
+            parts.append(np.arange(max(begin, first_kept), arrivals.size))
+            shifts.append(warmup_s - j * period)
+    parts.append(np.arange(begin, arrivals.size))
+    shifts.append(warmup_s)
+    shifted = trace.select(np.concatenate(parts))  # a copy
+    shifted.arrivals += np.repeat(shifts, [p.size for p in parts])
+    first = shifted.arrivals.size - int(arrivals.size - np.searchsorted(arrivals, 0.0, "left"))
     return shifted, first
 
 
@@ -109,7 +124,7 @@ def build_runs(
     runs: list[ModelRun] = []
     phases: dict[str, ColdStartPhases] = {}
     for name in sorted(trace.models):
-        mt, first = with_warmup(trace.models[name], warmup_s, trace.history_s)
+        mt, first = with_warmup(trace.models[name], warmup_s, trace.history_s, trace.end_s)
         spec = fleet.model(name)
         if spec is None:
             known = ", ".join(m.name for m in fleet.models)

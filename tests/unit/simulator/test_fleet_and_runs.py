@@ -130,20 +130,25 @@ def _tiny_trace(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("arrivals", "history", "warmup", "replayed", "sources", "first"),
+    ("arrivals", "end", "history", "warmup", "replayed", "sources", "first"),
     [
-        # No history: the first 10 s are replayed once more before the trace.
-        ([0.0, 5.0, 20.0], 0.0, 10.0, [0.0, 5.0, 10.0, 15.0, 30.0], [0, 5, 0, 5, 20], 2),
+        # No history: the trace (21 s, 3 requests: 7 s apart on average) repeats before
+        # itself, its end in the warm-up, as if it had run before.
+        ([0.0, 5.0, 20.0], 21.0, 0.0, 10.0, [2.0, 10.0, 15.0, 30.0], [20, 0, 5, 20], 1),
         # History longer than the warm-up: its last 10 s are the warm-up, nothing copied.
-        ([-12.0, -8.0, -3.0, 0.0, 5.0], 12.0, 10.0, [2.0, 7.0, 10.0, 15.0], [-8, -3, 0, 5], 2),
-        # 4 s of history: it ends the warm-up, and its first 6 s are replayed before it.
-        ([-4.0, -1.0, 2.0, 5.0], 4.0, 10.0, [0, 3, 6, 9, 12, 15], [-4, -1, -4, -1, 2, 5], 4),
+        ([-12.0, -8.0, -3.0, 0.0, 5.0], 6.0, 12.0, 10.0, [2, 7, 10, 15], [-8, -3, 0, 5], 2),
+        # 4 s of history: it ends the warm-up; before it, the end of the 10 s read (and a
+        # mean gap, 2.5 s: the period is 12.5 s).
+        ([-4.0, -1.0, 2.0, 5.0], 6.0, 4.0, 10.0, [2.5, 6, 9, 12, 15], [5, -4, -1, 2, 5], 3),
+        # A trace shorter than the warm-up repeats as often as it takes, every 4 + 2 s.
+        ([0.0, 3.0], 4.0, 0.0, 10.0, [1, 4, 7, 10, 13], [3, 0, 3, 0, 3], 3),
         # No warm-up: the history is dropped.
-        ([-4.0, -1.0, 2.0, 5.0], 4.0, 0.0, [2.0, 5.0], [2, 5], 0),
+        ([-4.0, -1.0, 2.0, 5.0], 6.0, 4.0, 0.0, [2.0, 5.0], [2, 5], 0),
     ],
 )
-def test_the_warm_up_is_the_history_then_a_copy_of_the_earliest_requests(
+def test_the_warm_up_is_the_history_then_the_trace_s_end(
     arrivals: list[float],
+    end: float,
     history: float,
     warmup: float,
     replayed: list[float],
@@ -152,7 +157,7 @@ def test_the_warm_up_is_the_history_then_a_copy_of_the_earliest_requests(
 ) -> None:
     # Each request's service time is its own arrival time: it shows which request went where.
     trace = ModelTrace("m", np.array(arrivals), service_s=np.array(arrivals))
-    shifted, measured_from = with_warmup(trace, warmup, history)
+    shifted, measured_from = with_warmup(trace, warmup, history, end)
     assert shifted.arrivals.tolist() == replayed
     assert shifted.service_s is not None and shifted.service_s.tolist() == sources
     assert measured_from == first
@@ -169,7 +174,7 @@ def test_a_replay_measures_the_window_after_its_real_history(tmp_path: Path) -> 
     sim = Simulation(fleet, trace)  # x: a template clone, 60 s cold start
     assert sim.warmup_s == 360 and trace.history_s == 300
     (run,) = sim.runs
-    # 60 s of the trace copied, then its 300 s before the window; 50 requests measured.
+    # The window's last 60 s, then its 300 s of history; 50 requests measured.
     assert run.arrivals.size == 30 + 150 + 50 and run.measured_from == 180
     assert run.arrivals[run.measured_from] == 360.0
     assert sim.run("ours").requests == trace.requests == 50
