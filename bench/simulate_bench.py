@@ -783,8 +783,7 @@ def main() -> None:
     if previous is None and set(names) != set(ALL):
         raise SystemExit("--autoscalers without --reuse would leave rows out of the tables")
     started = time.perf_counter()
-    # Largest first, so two workers finish together.
-    order = sorted(chosen, key=lambda s: s.name.startswith("servegen"), reverse=True)
+    order = longest_first(chosen, Path(args.json))
     run = functools.partial(run_scenario, names=names, commit=commit)
     if args.jobs > 1:
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
@@ -810,6 +809,24 @@ def main() -> None:
         render(results, wall, commit, saved.get("scale"), saved.get("reused"))
     )
     print(f"wrote {args.out} and {args.json} in {wall / 60:.1f} min")
+
+
+def longest_first(chosen: list[Scenario], saved: Path) -> list[Scenario]:
+    """The scenarios longest first, so that the workers finish together (the whole
+    deepseek-r1 day alone takes most of a run): by the wall time each one's sweeps took in
+    the last run, where it is on record; one not on record goes first (it may be long),
+    and without a record, the ServeGen ones first."""
+    took: dict[str, float] = {}
+    if saved.exists():
+        try:
+            for res in json.loads(saved.read_text()).get("results", []):
+                took[res["scenario"]] = sum(float(r.get("sweep_s", 0.0)) for r in res["rows"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            took = {}  # an unreadable record only loses the ordering
+    return sorted(
+        chosen,
+        key=lambda s: (s.name in took, -took.get(s.name, 0.0), not s.name.startswith("servegen")),
+    )
 
 
 def _reusable(path: Path, chosen: list[Scenario], names: tuple[str, ...]) -> dict[str, Any] | None:

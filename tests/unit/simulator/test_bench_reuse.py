@@ -148,3 +148,22 @@ def test_merged_rows_replayed_both_runs_files_or_unknown(bench: ModuleType) -> N
     assert bench.merge_rows(fresh, saved)["replayed_files"] == ["a", "b"]
     unknown = {k: v for k, v in saved.items() if k != "replayed_files"}
     assert bench.merge_rows(fresh, unknown)["replayed_files"] is None
+
+
+def test_the_longest_scenarios_run_first(bench: ModuleType, tmp_path: Path) -> None:
+    by_name = {s.name: s for s in bench.SCENARIOS}
+    chosen = [by_name[n] for n in ("azure-code", "servegen-m-large", "azure-conv", "azure-both")]
+    saved = tmp_path / "results.json"
+    took = {"azure-code": [30.0, 40.0], "servegen-m-large": [50.0], "azure-conv": [200.0]}
+    results = [
+        {"scenario": n, "rows": [{"sweep_s": t} for t in times]} for n, times in took.items()
+    ]
+    saved.write_text(json.dumps({"results": results}))
+    # azure-both has no record: it goes first; then 200 s, 70 s (two rows), 50 s.
+    order = [s.name for s in bench.longest_first(chosen, saved)]
+    assert order == ["azure-both", "azure-conv", "azure-code", "servegen-m-large"]
+    # No record (or an unreadable one): the ServeGen scenarios first, in table order.
+    expected = ["servegen-m-large", "azure-code", "azure-conv", "azure-both"]
+    assert [s.name for s in bench.longest_first(chosen, tmp_path / "none.json")] == expected
+    saved.write_text("[1, 2")
+    assert [s.name for s in bench.longest_first(chosen, saved)] == expected
