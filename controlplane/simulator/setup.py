@@ -85,11 +85,10 @@ def with_warmup(
     and autoscaler windows as they would be, not empty. The warm-up is the trace's own
     history before the window (``history_s`` seconds, arrivals before 0) as far as it
     goes; what it lacks is the trace's end (the window's ``end_s``), as if the trace had
-    run before itself (repeated as often as the lack needs). Not its
-    opening: replayed just before the measured opening, a burst there would be seen twice,
-    a warm-up apart, and a decider that holds capacity longer would be credited with a
-    foresight it did not have. Returns the shifted trace and the index of its first
-    measured request."""
+    run before itself (repeated as often as the lack needs). Not its opening: replayed
+    just before the measured opening, a burst there would be seen twice, a warm-up apart,
+    and a decider that holds capacity longer would be credited with a foresight it did
+    not have. Returns the shifted trace and the index of its first measured request."""
     arrivals = trace.arrivals
     if warmup_s <= 0:  # the history is dropped
         return trace.select(slice(int(np.searchsorted(arrivals, 0.0, "left")), None)), 0
@@ -99,16 +98,14 @@ def with_warmup(
     # requests (a request at each end would otherwise meet at the seam).
     span = end_s + held
     period = span + span / max(1, arrivals.size - begin)
+    lack = warmup_s - held
+    repeats = math.ceil(lack / period) if lack > 0 and period > 0 else 0
     parts: list[np.ndarray] = []
     shifts: list[float] = []
-    lack = warmup_s - held
-    if lack > 0 and period > 0:
-        for j in range(math.ceil(lack / period), 0, -1):  # the oldest repetition first
-            first_kept = int(np.searchsorted(arrivals, j * period - warmup_s, "left"))
-            parts.append(np.arange(max(begin, first_kept), arrivals.size))
-            shifts.append(warmup_s - j * period)
-    parts.append(np.arange(begin, arrivals.size))
-    shifts.append(warmup_s)
+    for j in range(repeats, -1, -1):  # the oldest repetition first; j = 0: history, window
+        first_kept = int(np.searchsorted(arrivals, j * period - warmup_s, "left"))
+        parts.append(np.arange(max(begin, first_kept), arrivals.size))
+        shifts.append(warmup_s - j * period)
     shifted = trace.select(np.concatenate(parts))  # a copy
     shifted.arrivals += np.repeat(shifts, [p.size for p in parts])
     first = shifted.arrivals.size - int(arrivals.size - np.searchsorted(arrivals, 0.0, "left"))
