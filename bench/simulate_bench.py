@@ -9,14 +9,15 @@ attainment is reported. Then one run (``ours`` at its default knob) is timed thr
 the simulator's throughput. Not part of ``make test``: the whole benchmark takes tens of
 minutes on a 2-core machine.
 
-``--autoscalers ours --reuse`` re-runs only gpucap's rows and keeps every other row from
-the last run's ``bench/results.json``: each row records the commit it was measured at, and
-reuse is refused unless git shows that nothing those rows run has changed since. A run
-records the files it replayed (its import closure, the fleet file) and only those, with the
-dependency pins, can block; for rows saved before that was recorded, anything but gpucap's
-own decider modules, tests, docs or the bench's rendering does. Replays are
-deterministic, so a reused row is the row a full run would print; a full run takes over an
-hour here, gpucap's rows alone a few minutes.
+``--autoscalers ours --reuse`` re-runs only gpucap's rows (likewise ``knative`` etc.) and
+keeps every other row from the last run's ``bench/results.json``: each row records the
+commit it was measured at, and reuse is refused unless git shows that nothing those rows
+run has changed since. A run records the files it replayed (its import closure, the fleet
+file) and only those, with the dependency pins, can block (an autoscaler's own module,
+``OWN_MODULES``, only its own rows); for rows saved before that was recorded, anything but
+tests, docs or the bench's rendering does. Replays are deterministic, so a reused row is the
+row a full run would print; a full run takes over an hour here, gpucap's rows alone a few
+minutes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -163,9 +165,16 @@ SCENARIOS = (
 )
 
 
-# What only gpucap's rows run: a change confined to these (or to files that run nothing in
-# a replay) leaves every other row as it was.
-OURS_ONLY = ("autoscaler/gpucap.py", "autoscaler/forecast.py")
+# What only one autoscaler's rows run (every replay imports every decider, but calls only
+# its own): a change confined to these (or to files that run nothing in a replay) leaves
+# every other autoscaler's rows as they were.
+OWN_MODULES: dict[str, tuple[str, ...]] = {
+    "ours": ("autoscaler/gpucap.py", "autoscaler/forecast.py"),
+    "knative": ("autoscaler/baselines/knative.py",),
+    "skyserve": ("autoscaler/baselines/skyserve.py",),
+    "rayserve": ("autoscaler/baselines/rayserve.py",),
+    "hpa": ("autoscaler/baselines/hpa.py",),
+}
 # (This script picks each replay's trace window, seed and target: merge_rows compares those.)
 RUNS_NOTHING = ("tests/", "docs/", ".ci/", "bench/")
 
@@ -203,13 +212,14 @@ def replayed_files(*read: Path) -> list[str]:
 
 
 def blocking_changes(
-    paths: list[str], rerun_ours: bool, replayed: list[str] | None = None
+    paths: list[str], rerun: Iterable[str] = (), replayed: list[str] | None = None
 ) -> list[str]:
-    """The changed paths that may change a kept row's replay, and gpucap's own modules
-    only when its rows are kept too. With the files the kept rows' run ``replayed`` (its
-    import closure and data), only those and the dependency pins; without (runs saved
-    before it was recorded), anything but tests, docs and the bench itself."""
-    own = OURS_ONLY if rerun_ours else ()
+    """The changed paths that may change a kept row's replay: an autoscaler's own modules
+    only when its rows are kept too (not among those ``rerun``). With the files the kept
+    rows' run ``replayed`` (its import closure and data), only those and the dependency
+    pins; without (runs saved before it was recorded), anything but tests, docs and the
+    bench itself."""
+    own = {path for name in rerun for path in OWN_MODULES.get(name, ())}
     if replayed is not None:
         used = set(replayed) | set(ALWAYS_REPLAYED)
         return [p for p in paths if p in used and p not in own]
@@ -778,7 +788,7 @@ def main() -> None:
         ).stdout.strip()
         or args.commit
     )
-    if commit != args.commit and blocking_changes(changed_since("HEAD"), rerun_ours=False):
+    if commit != args.commit and blocking_changes(changed_since("HEAD")):
         # Uncommitted changes to what a replay runs: the commit alone does not name the code
         # (and a later --reuse of these rows is refused, git cannot compare with it).
         commit += "+changes"
@@ -853,9 +863,7 @@ def _reusable(path: Path, chosen: list[Scenario], names: tuple[str, ...]) -> dic
             if row["autoscaler"] in kept
         }
         for since in sorted(commits):
-            blockers = blocking_changes(
-                changed(since), "ours" not in kept, result.get("replayed_files")
-            )
+            blockers = blocking_changes(changed(since), names, result.get("replayed_files"))
             if blockers:
                 raise SystemExit(
                     f"--reuse: since {since} these changed and may change the rows of "

@@ -27,7 +27,12 @@ class KnativeConfig:
     target_burst_capacity: float = 211.0  # §1.8
     enable_scale_to_zero: bool = True  # §1.8
     scale_to_zero_grace_s: float = 30.0  # §1.8: scale-to-zero-grace-period 30s
-    scale_to_zero_pod_retention_s: float = 0.0  # §1.8
+    # §1.8: scale-to-zero-pod-retention-period, 0 s out of the box; None maps the model's
+    # keep-alive (``ScalingSpec.scale_to_zero_grace_s``) onto it, as a Knative user sets
+    # the per-revision annotation for a model whose cold start takes minutes. (Left at 0 s,
+    # KPA drops to zero about 90 s after the last request, §1.7, where the policy asks for
+    # a 600 s keep-alive that the other peers' own delays happen to cover.)
+    scale_to_zero_pod_retention_s: float | None = None
     scale_down_delay_s: float = 0.0  # §1.8: scale-down-delay 0s
     initial_scale: int = 1  # §1.8 / §1.6: initial-scale 1, allow-zero-initial-scale false
     activation_scale: int = 1  # §1.3: only matters when > 1
@@ -153,7 +158,9 @@ class KnativeAutoscaler:
     ) -> tuple[int, str]:
         """§1.7: the path to zero. Desired 0 marks the PA inactive once it has been active
         for a stable window (held at 1 until then); from inactive it goes to 0 after the
-        grace period, or as soon as the activator has been in the path that long."""
+        grace period, or as soon as the activator has been in the path that long -- but
+        never before the pod retention period (a hard floor in ``kpa/scaler.go``, checked
+        ahead of the activator fast path: "Can't scale to 0; InactiveFor < retention")."""
         cfg, now, live = self.config, inp.now, inp.replicas.live
         if inp.replicas.ready > 0 and st.get("active_since") is None:
             st["active_since"] = now
@@ -170,11 +177,13 @@ class KnativeAutoscaler:
             if active_since is not None and now - active_since < cfg.stable_window_s:
                 return 1, "knative_hold_one"
             st["inactive_since"] = now
-        grace = max(cfg.scale_to_zero_grace_s, cfg.scale_to_zero_pod_retention_s)
+        retention = cfg.scale_to_zero_pod_retention_s
+        if retention is None:
+            retention = inp.spec.scale_to_zero_grace_s
+        inactive_for = now - st["inactive_since"]
         proxy_since = st.get("proxy_since")
-        if now - st["inactive_since"] >= grace or (
-            proxy_since is not None and now - proxy_since >= cfg.scale_to_zero_grace_s
-        ):
+        fast_path = proxy_since is not None and now - proxy_since >= cfg.scale_to_zero_grace_s
+        if inactive_for >= retention and (inactive_for >= cfg.scale_to_zero_grace_s or fast_path):
             st["active_since"] = None
             return 0, "knative_scale_to_zero"
         return 1, "knative_inactive_grace"

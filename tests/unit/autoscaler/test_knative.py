@@ -10,6 +10,8 @@ from autoscaler.types import NoData
 from .synthetic import SPEC, inp, window
 
 KPA = KnativeAutoscaler()
+# Out of the box (§1.8): pod retention 0 s, not the model's keep-alive.
+STOCK = KnativeAutoscaler(config=KnativeConfig(scale_to_zero_pod_retention_s=0.0))
 SETTLED = {"reached_initial": True, "started": True}  # past initial scale and restart
 
 
@@ -19,6 +21,7 @@ def test_defaults_match_the_reference() -> None:
     assert cfg.panic_threshold_percentage == 200.0
     assert (cfg.max_scale_up_rate, cfg.max_scale_down_rate) == (1000.0, 2.0)
     assert (cfg.scale_to_zero_grace_s, cfg.target_burst_capacity) == (30.0, 211.0)
+    assert cfg.scale_to_zero_pod_retention_s is None  # the model's keep-alive (see below)
     assert (KPA.tick_s, KPA.metric_lag_s) == (2.0, 1.0)
 
 
@@ -96,7 +99,7 @@ def test_scale_to_zero_needs_a_quiet_stable_window_then_the_grace_period() -> No
     series = []
     t = 0.0
     while t <= 260.0:
-        d, st = KPA.decide(inp(t, window(t, conc=busy, length=120), ready=1), st)
+        d, st = STOCK.decide(inp(t, window(t, conc=busy, length=120), ready=1), st)
         series.append((t, d.desired, d.reason))
         t += 2.0
     zero_at = next(t for t, n, _ in series if n == 0)
@@ -112,17 +115,52 @@ def test_scale_to_zero_waits_grace_when_activator_was_not_in_path() -> None:
         **{**SPEC.__dict__, "max_concurrency_per_replica": 1000.0, "target_per_replica": 700.0}
     )
     st: dict = {**SETTLED, "active_since": -1000.0}
-    d, st = KPA.decide(inp(-2.0, window(-2.0, conc=1.0), ready=1, spec=spec), st)
+    d, st = STOCK.decide(inp(-2.0, window(-2.0, conc=1.0), ready=1, spec=spec), st)
     assert st["proxy_since"] is None
     t, zero_at = 0.0, None
     while t <= 200.0 and zero_at is None:
-        d, st = KPA.decide(inp(t, window(t, conc=0.0), ready=1, spec=spec), st)
+        d, st = STOCK.decide(inp(t, window(t, conc=0.0), ready=1, spec=spec), st)
         if d.desired == 0:
             zero_at = t
         else:
             assert d.reason == "knative_inactive_grace"
         t += 2.0
     assert zero_at == 30.0
+
+
+def _zero_time(kpa: KnativeAutoscaler, spec: object, st: dict, until: float) -> float | None:
+    t = 0.0
+    while t <= until:
+        d, st = kpa.decide(inp(t, window(t, conc=0.0), ready=1, spec=spec), st)  # type: ignore[arg-type]
+        if d.desired == 0:
+            return t
+        assert d.desired == 1
+        t += 2.0
+    return None
+
+
+@pytest.mark.parametrize(
+    ("retention", "slots", "zero_at"),
+    [
+        # the model's 600 s keep-alive as the retention period: a floor under both paths
+        (None, 100.0, 600.0),  # activator in the path (EBC < 0) since the first tick
+        (None, 1000.0, 600.0),  # pods serving directly
+        # an explicit retention shorter than the grace: the grace still applies
+        (10.0, 1000.0, 30.0),
+        # the fast path (activator in the path for the grace) cannot beat the retention
+        (90.0, 100.0, 90.0),
+    ],
+)
+def test_pod_retention_is_a_floor_under_the_grace_and_the_fast_path(
+    retention: float | None, slots: float, zero_at: float
+) -> None:
+    spec = SPEC.__class__(
+        **{**SPEC.__dict__, "max_concurrency_per_replica": slots, "scale_to_zero_grace_s": 600.0}
+    )
+    kpa = KnativeAutoscaler(config=KnativeConfig(scale_to_zero_pod_retention_s=retention))
+    # Active for long, quiet since before t=0: the PA goes inactive on the first tick.
+    st: dict = {**SETTLED, "active_since": -1000.0, "proxy_since": -1000.0 if slots < 211 else None}
+    assert _zero_time(kpa, spec, st, 1000.0) == zero_at
 
 
 def test_scale_from_zero_is_immediate_on_activator_stats() -> None:

@@ -41,16 +41,26 @@ def test_only_changes_that_replay_nothing_kept_keep_rows(bench: ModuleType) -> N
         "examples/fleet-gpu-mix.yaml",
         "constraints.txt",
     ]
-    peers_only = ["autoscaler/baselines/knative.py", "controlplane/simulator/engine.py"]
-    peers_only += ["examples/fleet-gpu-mix.yaml", "constraints.txt"]
-    assert bench.blocking_changes(changed, rerun_ours=True) == peers_only
-    # Keeping gpucap's rows too: its own modules block as well.
-    assert bench.blocking_changes(changed, rerun_ours=False) == [
+    shared = ["controlplane/simulator/engine.py", "examples/fleet-gpu-mix.yaml", "constraints.txt"]
+    assert bench.blocking_changes(changed, ["ours"]) == [
+        "autoscaler/baselines/knative.py",
+        *shared,
+    ]
+    # Re-running Knative's rows: its module no longer blocks, gpucap's do.
+    assert bench.blocking_changes(changed, ["knative"]) == [
         "autoscaler/gpucap.py",
         "autoscaler/forecast.py",
-        *peers_only,
+        *shared,
     ]
-    assert bench.blocking_changes(["tests/x.py", "docs/a.md"], rerun_ours=False) == []
+    assert bench.blocking_changes(changed, ["ours", "knative"]) == shared
+    # Keeping every row: every decider's own modules block as well.
+    assert bench.blocking_changes(changed) == [
+        "autoscaler/gpucap.py",
+        "autoscaler/forecast.py",
+        "autoscaler/baselines/knative.py",
+        *shared,
+    ]
+    assert bench.blocking_changes(["tests/x.py", "docs/a.md"]) == []
 
 
 def _scenario(rows: dict[str, float], commit: str, requests: int = 100) -> dict[str, Any]:
@@ -112,12 +122,12 @@ def test_with_the_files_a_run_replayed_only_those_block(bench: ModuleType) -> No
         "autoscaler/gpucap.py",
         "pyproject.toml",  # dependency pins: always
     ]
-    assert bench.blocking_changes(changed, rerun_ours=True, replayed=replayed) == [
+    assert bench.blocking_changes(changed, ["ours"], replayed=replayed) == [
         "schema/fleet.py",
         "examples/fleet-gpu-mix.yaml",
         "pyproject.toml",
     ]
-    assert "autoscaler/gpucap.py" in bench.blocking_changes(changed, False, replayed)
+    assert "autoscaler/gpucap.py" in bench.blocking_changes(changed, (), replayed)
 
 
 def test_a_run_records_its_import_closure_and_fleet() -> None:
