@@ -12,7 +12,7 @@ from schema.types import Cloud
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GrpcConfig(_Strict):

@@ -25,7 +25,7 @@ ModelName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ColdStartPhases(_Strict):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -66,7 +67,8 @@ def simulate(
             help=(
                 "[MODEL=]PATH[#POOL], repeatable. Azure LLM CSV, generic CSV, Mooncake JSONL or "
                 "ServeGen rate files (a client file, a pool folder or the tarball; #POOL or "
-                "MODEL= picks the pool). Plain or gzipped; detected by content."
+                "MODEL= picks the pool; in a generic CSV with a model column, MODEL= names "
+                "the rows whose model is blank). Plain or gzipped; detected by content."
             ),
             show_default=False,
         ),
@@ -83,10 +85,8 @@ def simulate(
         float | None,
         typer.Option(
             "--slo-target",
-            min=0.0,
-            max=1.0,
             help=(
-                "Sweep each autoscaler's knob (target per replica as a fraction of one "
+                "In (0, 1]. Sweep each autoscaler's knob (target per replica as a fraction of one "
                 "replica's capacity, 0.05-1.0; the oracle's headroom 0.6-1.5, also per model "
                 "with several) and report the least GPU-hours with SLO attainment >= this; "
                 "null where none reaches it."
@@ -129,6 +129,8 @@ def simulate(
         raise _bad_input(f"--autoscaler: {exc}") from None
     if rate_scale <= 0:
         raise _bad_input("--rate-scale must be > 0")
+    if slo_target is not None and not 0 < slo_target <= 1:  # (0 would be met by anything)
+        raise _bad_input(f"--slo-target must be in (0, 1], got {slo_target:g}")
     if start is not None and end is not None and end <= start:
         raise _bad_input("--end must be after --start")
     try:
@@ -258,23 +260,36 @@ def _print_table(
     title = f"{sim.trace.label}: {sim.requests:,} requests over {sim.trace.end_s / 3600:.2f} h" + (
         "" if slo_target is None else f", cheapest knob with SLO attainment >= {slo_target:g}"
     )
-    table = Table(title=title, title_justify="left")
+    # Narrow terminals: no vertical rules and two-line headers, so that the numbers keep
+    # every digit at 80 columns; below 100 the cost (GPU-hours x price) and the run's wall
+    # time (a diagnostic) are left out.
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=0,  # (the box draws one space between columns)
+    )
+    wide = console.width >= 100
     columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("autoscaler", "left"),
         ("knob", "right"),
-        ("SLO attain.", "right"),
-        ("GPU-hours", "right"),
-        ("x oracle", "right"),
-        ("cost USD", "right"),
-        ("p50 wait s", "right"),
-        ("p99 wait s", "right"),
-        ("cold starts", "right"),
-        ("scale events", "right"),
-        ("unserved", "right"),
-        ("wall s", "right"),
+        ("SLO\nattain.", "right"),
+        ("GPU-\nhours", "right"),
+        ("x\noracle", "right"),
+        ("cost\nUSD", "right"),
+        ("p50\nwait s", "right"),
+        ("p99\nwait s", "right"),
+        ("cold\nstarts", "right"),
+        ("scale\nevents", "right"),
+        ("un-\nserved", "right"),
+        ("wall s\n(run)", "right"),
     )
+    if not wide:
+        columns = tuple(c for c in columns if c[0] not in ("cost\nUSD", "wall s\n(run)"))
     for col, justify in columns:
-        table.add_column(col, justify=justify)
+        # (a per-model knob, "code 0.6, conv 0.9", may wrap; nothing else does)
+        table.add_column(col, justify=justify, no_wrap=col != "knob", min_width=4)
     oracle = shown.get(ORACLE)
     oracle_h = oracle.summary().gpu_hours if oracle else None
     notes: list[str] = []
@@ -288,7 +303,7 @@ def _print_table(
                     f"{name}: no knob reaches {slo_target:g} (best "
                     f"{b.slo_attainment:.4f} at knob {knob_label(b.knob)})"
                 )
-            table.add_row(name, "-", f"< {slo_target:g}", "null", *(["-"] * 8))
+            table.add_row(name, "-", f"< {slo_target:g}", "null", *(["-"] * (len(columns) - 4)))
             continue
         s = run.summary()
         hours = s.gpu_hours
@@ -299,13 +314,13 @@ def _print_table(
             f"{s.slo_attainment:.4f}",
             f"{hours:,.1f}",
             ratio,
-            f"{s.cost_usd:,.0f}",
+            *([f"{s.cost_usd:,.0f}"] if wide else []),
             f"{s.p50_wait_s:.2f}",
             f"{s.p99_wait_s:.2f}",
             str(s.cold_starts),
             str(s.scale_events),
             str(s.unserved),
-            f"{run.wall_s:.1f}",
+            *([f"{run.wall_s:.1f}"] if wide else []),
         )
     if notes:
         table.caption = "; ".join(notes)

@@ -462,7 +462,9 @@ class Engine:
             if ms.i < ms.n:  # asleep until the next request (minus the lead)
                 nxt = ms.arr[ms.i] - self._lead(run.name)
                 if self.wakes_on_arrival:
-                    wake = max(now + 1e-9, nxt)
+                    # Already inside the lead (a decider that wants nothing there yet):
+                    # the next tick, or the request itself if it comes first.
+                    wake = nxt if nxt > now else min(now + self.tick_s, float(ms.arr[ms.i]))
                 else:  # no poke: the next tick of its own schedule after the request
                     wake = now + self.tick_s * max(1, math.ceil((nxt - now) / self.tick_s))
                 self._push(wake, _WAKE, ms.idx)

@@ -46,7 +46,7 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     images: list[tuple[str, str]] = []
     end = max((o.end_s for o in shown), default=trace.end_s)
-    for model, mt in sorted(trace.models.items()):
+    for number, (model, mt) in enumerate(sorted(trace.models.items()), start=1):
         rows = max(1, len(shown))
         fig, axes = plt.subplots(rows, 1, figsize=(11, 2.6 * rows), sharex=True, squeeze=False)
         bin_s = max(60.0, end / 400)
@@ -76,7 +76,8 @@ def write_report(
                 ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=7)
         axes[-1, 0].set_xlabel("hours")
         fig.tight_layout()
-        name = f"timeline-{_safe(model)}.png"
+        # (numbered: names that differ only in characters a file name drops stay apart)
+        name = f"timeline-{number}-{_safe(model)}.png"
         fig.savefig(out_dir / name, dpi=90)
         plt.close(fig)
         images.append((f"{model}: arrivals vs desired vs ready replicas", name))

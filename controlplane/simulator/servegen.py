@@ -20,6 +20,7 @@ shifted by the gap's length).
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
 import tarfile
@@ -36,6 +37,7 @@ from controlplane.simulator.traces import (
     TraceOptions,
     TraceSpec,
     history_span,
+    open_text,
     request_budget,
 )
 
@@ -58,6 +60,12 @@ class ClientWindow:
     dist: str
     shape: float
     scale: float
+
+
+# The least shape whose gaps floating point can draw: below it a Gamma draw underflows to 0
+# almost always (X = Y * U ** (1 / shape)) and Gamma(1 + 1 / shape), a Weibull's mean,
+# overflows, so a window would never fill. (Coefficients of variation of 100 and ~1e78.)
+MIN_SHAPE = {"Gamma": 1e-4, "Weibull": 0.01}
 
 
 def parse_client(text: str, source: str) -> list[ClientWindow]:
@@ -90,8 +98,18 @@ def parse_client(text: str, source: str) -> list[ClientWindow]:
             raise TraceError(
                 source, f"distribution parameters not numbers: {line!r}", line_no
             ) from None
-        if not (shape > 0 and scale > 0 and math.isfinite(shape)):
-            raise TraceError(source, f"distribution parameters must be > 0: {line!r}", line_no)
+        if not (shape > 0 and scale > 0 and math.isfinite(shape) and math.isfinite(scale)):
+            raise TraceError(
+                source, f"distribution parameters must be finite and > 0: {line!r}", line_no
+            )
+        least = MIN_SHAPE[dist]
+        if shape < least:
+            raise TraceError(
+                source,
+                f"{dist} shape {shape:g} is below {least:g}: too bursty a gap law, its "
+                "draws underflow to 0 (the published pools' least shape is 0.0067)",
+                line_no,
+            )
         rows.append(ClientWindow(start, rate, dist, shape, scale))
     return rows
 
@@ -119,7 +137,7 @@ def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
                         continue
                     key = (m["category"], m["pool"])
                     source = f"{path}:{member.name}"
-                    texts.setdefault(key, {})[source] = fh.read().decode("utf-8")
+                    texts.setdefault(key, {})[source] = fh.read().decode("utf-8-sig")
         except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
             raise TraceError(str(path), f"cannot read tarball: {exc}") from exc
     if not texts:
@@ -141,9 +159,11 @@ def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
 
 
 def _read_text(path: Path) -> str:
+    """A client file's text, plain or gzipped (a byte-order mark dropped)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with open_text(path) as fh:
+            return fh.read()
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise TraceError(str(path), f"cannot read: {exc}") from exc
 
 
@@ -255,6 +275,8 @@ def synthesise_window(rng: np.random.Generator, w: ClientWindow, rate_scale: flo
     n = int(expected * 1.2 + 4 * math.sqrt(expected) + 16)
     times = np.cumsum(draw(n))
     while times[-1] < WINDOW_S:
+        if times.size > 64 * n:  # (a law parse_client admits cannot get here)
+            raise ValueError(f"window at {w.start_s:g} s: the gap law draws no time")
         more = np.cumsum(draw(n)) + times[-1]
         times = np.concatenate([times, more])
     return times[: int(np.searchsorted(times, WINDOW_S))]

@@ -18,8 +18,15 @@ class SetupError(ValueError):
     """The fleet cannot serve the trace (e.g. no way to time a model's requests)."""
 
 
+# The least time a request holds its slot: one with no tokens (or a service_s of 0) is
+# still served by a replica, and a zero-length stay would count for no capacity at all
+# (the oracle would plan none for it, and its request would wait out the trace).
+MIN_SERVICE_S = 1e-3
+
+
 def service_times(spec: ModelSpec, trace: ModelTrace) -> tuple[np.ndarray, np.ndarray | None]:
-    """Per-request service seconds and output tokens (None when unknown)."""
+    """Per-request service seconds (at least ``MIN_SERVICE_S``) and output tokens (None when
+    unknown)."""
     svc_model = spec.service
     n = len(trace)
     out_tokens: np.ndarray | None = None
@@ -48,13 +55,13 @@ def service_times(spec: ModelSpec, trace: ModelTrace) -> tuple[np.ndarray, np.nd
                     "the fleet has no token model or per_request_s for them"
                 )
             svc[missing] = fallback[missing]
-        return svc, out_tokens
+        return np.maximum(svc, MIN_SERVICE_S), out_tokens
     if fallback is None:
         raise SetupError(
             f"model {spec.name!r}: the trace has no token counts or service times; give the "
             "fleet model service.default_input_tokens/default_output_tokens or per_request_s"
         )
-    return fallback.astype(np.float64), out_tokens
+    return np.maximum(fallback.astype(np.float64), MIN_SERVICE_S), out_tokens
 
 
 def auto_warmup_s(fleet: Fleet, trace: Trace) -> float:

@@ -29,6 +29,12 @@ from pathlib import Path
 import numpy as np
 
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+# Bounds on what one trace can hold, past which a value is a unit or typing mistake: a
+# replay of at most ten years (the clock keeps sub-microsecond steps there), and at most
+# 100 M tokens per request (a hundred times the longest context windows served today).
+MAX_SPAN_S = 10 * 365 * 86400.0
+MAX_TOKENS = 100_000_000
+_over_span = "over ten years from the start (are these milliseconds or nanoseconds?)"
 GENERIC_COLUMNS = ("timestamp", "model", "input_tokens", "output_tokens", "service_s")
 
 
@@ -156,12 +162,16 @@ class TraceSpec:
 
     @staticmethod
     def parse(text: str) -> TraceSpec:
+        """``MODEL=PATH`` splits at the first ``=`` (a model name may hold ``/``, as in
+        ``meta/llama-8b``) unless the whole text is a path that exists."""
         model: str | None = None
         path = text
-        if "=" in text:
-            head, tail = text.split("=", 1)
-            if head and "/" not in head and not Path(text).exists():
-                model, path = head, tail
+        if "=" in text and not Path(text).exists():
+            model, path = text.split("=", 1)
+            if not model.strip():
+                raise TraceError(text, "empty model name before '='")
+            if not path:
+                raise TraceError(text, f"no path after {model}=")
         pool: str | None = None
         if "#" in path and not Path(path).exists():
             path, pool = path.split("#", 1)
@@ -170,9 +180,16 @@ class TraceSpec:
 
 def read_trace(specs: list[TraceSpec], options: TraceOptions = TraceOptions()) -> Trace:
     """Read and combine traces. Absolute-time files are aligned on the earliest arrival among
-    them; relative files keep their own offsets. Models named twice are merged."""
+    them; relative files keep their own offsets. A model in several files gets the requests
+    of all of them (one file given twice is refused: it would double the load unnoticed)."""
     if not specs:
         raise TraceError("<none>", "no trace given")
+    seen: set[tuple[str, str | None, str | None]] = set()
+    for spec in specs:
+        key = (str(Path(spec.path).resolve()), spec.model, spec.pool)
+        if key in seen:
+            raise TraceError(spec.path, "given twice (as the same model): its load would double")
+        seen.add(key)
     files = [(spec, read_file(spec, options)) for spec in specs]
     t0_abs = min(
         (float(m.arrivals[0]) for _, f in files if f.absolute for m in f.models if len(m)),
@@ -195,6 +212,10 @@ def read_trace(specs: list[TraceSpec], options: TraceOptions = TraceOptions()) -
     if options.end_s is not None:
         end = min(end, options.end_s - (options.start_s or 0.0))
     models = {k: v for k, v in models.items() if len(v)}
+    span = max((float(m.arrivals[-1] - m.arrivals[0]) for m in models.values()), default=0.0)
+    if max(span, end) > MAX_SPAN_S:
+        where = ", ".join(s.path for s in specs)
+        raise TraceError(where, f"the replay ends {max(span, end):,.0f} s, {_over_span}")
     if not any(m.measured for m in models.values()):
         where = ", ".join(s.path for s in specs)
         raise TraceError(where, "the trace has no requests (in the selected window)")
@@ -268,19 +289,25 @@ def read_file(spec: TraceSpec, options: TraceOptions = TraceOptions()) -> FileTr
         raise TraceError(name, "no such file or directory")
     if path.is_dir() or _is_tarball(path):
         return servegen.read_servegen(spec, options)
+    head, line = "", 0
     try:
-        with _open_text(path) as fh:
-            first = fh.readline()
+        with open_text(path) as fh:
+            for text in fh:  # (blank lines before it are skipped)
+                line += 1
+                head = text.strip()
+                if head:
+                    break
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise TraceError(name, f"cannot read: {exc}") from exc
-    head = first.strip().lstrip("\ufeff")
     if not head:
-        raise TraceError(name, "the trace is empty", 1)
+        raise TraceError(name, "the trace is empty", max(line, 1))
     model = spec.model or _stem(path)
     cells = tuple(c.strip() for c in head.split(","))
     if cells == AZURE_HEADER:
         return _read_azure(path, model)
-    if cells and cells[0] == "timestamp" and set(cells) <= set(GENERIC_COLUMNS):
+    if "timestamp" in cells and set(cells) <= set(GENERIC_COLUMNS):
+        if len(set(cells)) < len(cells):
+            raise TraceError(name, f"a column is named twice in the header {head!r}", line)
         return _read_generic(path, cells, spec.model)
     if head.startswith("{"):
         return _read_jsonl(path, model)
@@ -307,21 +334,24 @@ def _is_tarball(path: Path) -> bool:
     return path.name.endswith((".tar.gz", ".tgz", ".tar")) and tarfile.is_tarfile(path)
 
 
-def _open_text(path: Path) -> io.TextIOBase:
+def open_text(path: Path) -> io.TextIOBase:
+    """A trace file's text, plain or gzipped (by its magic bytes), a byte-order mark dropped."""
     with open(path, "rb") as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")  # noqa: SIM115
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115
 
 
 def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """CSV rows after the header with their 1-based line numbers; read errors name the line."""
     name = str(path)
     try:
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             reader = csv.reader(fh)
-            next(reader, None)
+            for row in reader:  # the header: the first row that is not blank
+                if any(c.strip() for c in row):
+                    break
             for row in reader:
                 if row and any(c.strip() for c in row):
                     yield reader.line_num, row
@@ -330,6 +360,8 @@ def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def _number(file: str, line: int, column: str, text: str, integer: bool = False) -> float:
+    """A finite number >= 0; with ``integer``, a token count (a whole number, at most
+    ``MAX_TOKENS``)."""
     try:
         value = float(text)
     except ValueError:
@@ -338,6 +370,8 @@ def _number(file: str, line: int, column: str, text: str, integer: bool = False)
         raise TraceError(file, f"{column}: must be a finite number >= 0, got {text!r}", line)
     if integer and value != int(value):
         raise TraceError(file, f"{column}: must be a whole number, got {text!r}", line)
+    if integer and value > MAX_TOKENS:
+        raise TraceError(file, f"{column}: {text} tokens is over {MAX_TOKENS:,}", line)
     return value
 
 
@@ -351,6 +385,8 @@ def _timestamp(file: str, line: int, text: str) -> tuple[float, bool]:
     else:  # ("nan" and "inf" parse as floats, and a replay cannot start before 0)
         if not math.isfinite(seconds) or seconds < 0:
             raise TraceError(file, f"timestamp: seconds must be finite and >= 0: {text!r}", line)
+        if seconds > MAX_SPAN_S:
+            raise TraceError(file, f"timestamp: {text} s is {_over_span}", line)
         return seconds, False
     iso = text
     if "." in iso:  # Azure writes 7 fractional digits; datetime takes at most 6
@@ -454,7 +490,7 @@ def _read_jsonl(path: Path, model: str) -> FileTrace:
     inp: list[float] = []
     out: list[float] = []
     try:
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             for line_no, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue

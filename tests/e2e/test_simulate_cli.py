@@ -107,8 +107,8 @@ def test_table_by_default_and_report(files: dict[str, Path], tmp_path: Path) -> 
     for name in ("ours", "knative", "skyserve", "rayserve", "hpa", "oracle"):
         assert name in out
     page = (report / "index.html").read_text()
-    assert "timeline-code.png" in page and "gpu-hours-vs-slo.png" in page
-    assert (report / "timeline-code.png").stat().st_size > 1000
+    assert "timeline-1-code.png" in page and "gpu-hours-vs-slo.png" in page
+    assert (report / "timeline-1-code.png").stat().st_size > 1000
     assert (report / "gpu-hours-vs-slo.png").stat().st_size > 1000
 
 
@@ -239,6 +239,29 @@ def test_a_window_counts_its_own_requests_not_the_history_before_it(
 def test_a_negative_seed_or_offset_is_refused(flag: str) -> None:
     code, _, err = _run("--trace", "x.csv", "--fleet", "f.yaml", flag, "-1")
     assert code == 2 and flag in err
+
+
+@pytest.mark.parametrize("value", ["0", "nan"])
+def test_an_slo_target_outside_0_1_is_refused(files: dict[str, Path], value: str) -> None:
+    # 0 would be met by anything: every knob's cheapest run would be "the answer"
+    args = ("--trace", f"code={files['azure']}", "--fleet", str(files["fleet"]))
+    code, _, err = _run(*args, "--slo-target", value)
+    assert code == 2 and "--slo-target must be in (0, 1]" in err
+
+
+def test_models_whose_names_sanitise_alike_get_a_plot_each(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    report = tmp_path / "report"
+    args = ["--fleet", str(files["fleet"]), "--autoscaler", "ours", "--report", str(report)]
+    code, _, err = _run(
+        "--trace", f"x y={files['azure']}", "--trace", f"x_y={files['azure']}", *args
+    )
+    assert code == 0, err
+    page = (report / "index.html").read_text()
+    plots = sorted(p.name for p in report.glob("timeline-*.png"))
+    assert plots == ["timeline-1-x_y.png", "timeline-2-x_y.png"]
+    assert all(name in page for name in plots)
 
 
 def test_console_script(files: dict[str, Path]) -> None:

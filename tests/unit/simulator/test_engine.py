@@ -103,6 +103,21 @@ def test_an_idle_model_costs_no_ticks_between_requests() -> None:
     assert m.unserved == 0 and m.met_slo == 2 and m.cold_starts == 2
 
 
+def test_a_decider_wanting_nothing_inside_the_wake_lead_is_asked_again_each_tick() -> None:
+    # Woken 100 s ahead of a request (the oracle's cold-start lead), a decider that still
+    # wants 0 sleeps until its next tick, not a hair further (that loop never ended).
+    auto = Scripted(lambda inp: 1 if inp.now >= 1_030.0 else 0)
+    run = model([1_050.0], 1.0, slo_s=200.0)
+    m = engine([run], auto, end_s=1_400.0, tick_s=10.0, wake_lead_s=100.0).run().models["m"]
+    times = [inp.now for inp in auto.seen]
+    assert times[:1] == [0.0] and times[1] == pytest.approx(950.0)
+    assert times[2:5] == pytest.approx([960.0, 970.0, 980.0])
+    assert len(times) < 60
+    # launched at 1,030 s, ready after the 100 s cold start: the request waits 80 s
+    assert m.unserved == 0 and m.met_slo == 1
+    np.testing.assert_allclose(m.waits, [80.0])
+
+
 def test_models_are_independent_and_share_one_clock() -> None:
     a = model([0.0, 5.0], 1.0, initial=1, name="a")
     b = model([2.0], 1.0, initial=1, name="b", gpus=8)

@@ -11,6 +11,7 @@ import pytest
 from controlplane.simulator.engine import Summary
 from controlplane.simulator.runner import ALL, Simulation, autoscaler_names
 from controlplane.simulator.setup import (
+    MIN_SERVICE_S,
     SetupError,
     build_runs,
     scaling_spec,
@@ -81,6 +82,10 @@ _MODEL = (
             "bogus: 1\n",
             "<fleet>:2:1: bogus: unknown field",
         ),
+        (
+            _MODEL.format(shape="1xH100", service="{per_request_s: .inf}"),
+            "models[0].service.per_request_s: Input should be a finite number",
+        ),
         ("[1, 2]", "expected a mapping"),
         ("name: x\n", "at least one model or a template"),
     ],
@@ -109,6 +114,12 @@ def test_service_times_from_tokens_defaults_or_trace() -> None:
     clone = fleet.model("x")
     assert clone is not None
     assert service_times(clone, bare)[0].tolist() == [2.0]
+    # a request of no tokens, or of service_s 0, still holds a slot (for a millisecond)
+    empty = ModelTrace("big", np.array([0.0, 1.0]), np.zeros(2), np.zeros(2), np.array([0.0, 3.0]))
+    assert service_times(big, empty)[0].tolist() == [MIN_SERVICE_S, 3.0]
+    assert service_times(big, ModelTrace("big", np.array([0.0]), np.zeros(1), np.zeros(1)))[
+        0
+    ].tolist() == [MIN_SERVICE_S]
 
 
 def test_model_missing_from_fleet_without_template() -> None:

@@ -3,7 +3,9 @@ gaps skipped, pools picked from a folder or the tarball, bad rows named."""
 
 from __future__ import annotations
 
+import gzip
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +120,44 @@ def test_single_client_file_detected_without_header(tmp_path: Path) -> None:
     trace = read_trace([TraceSpec.parse(f"solo={path}")], TraceOptions(seed=1))
     assert list(trace.models) == ["solo"]
     assert trace.requests > 2000
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: gzip.compress(text.encode()),
+        lambda text: b"\xef\xbb\xbf" + text.encode(),  # a byte-order mark
+    ],
+    ids=["gzip", "bom"],
+)
+def test_a_client_file_gzipped_or_with_a_bom_reads_as_the_plain_one(
+    tmp_path: Path, encode: Callable[[str], bytes]
+) -> None:
+    plain = tmp_path / "chunk-9-trace.csv"
+    plain.write_text(_client(STEADY))
+    other = tmp_path / "other" / "chunk-9-trace.csv.gz"
+    other.parent.mkdir()
+    other.write_bytes(encode(_client(STEADY)))
+    a = read_trace([TraceSpec.parse(f"solo={plain}")], TraceOptions(seed=1))
+    b = read_trace([TraceSpec.parse(f"solo={other}")], TraceOptions(seed=1))
+    assert np.array_equal(a.models["solo"].arrivals, b.models["solo"].arrivals)
+
+
+@pytest.mark.parametrize(
+    ("row", "fragment"),
+    [
+        # a shape whose gaps underflow to 0: the window would never fill
+        ("1800,1.0,1.0,Gamma,1e-300,1.0", "Gamma shape 1e-300 is below 0.0001"),
+        ("1800,1.0,1.0,Weibull,0.001,1.0", "Weibull shape 0.001 is below 0.01"),
+        ("1800,1.0,1.0,Gamma,1.0,inf", "distribution parameters must be finite and > 0"),
+    ],
+)
+def test_a_gap_law_that_cannot_be_drawn_names_the_line(
+    tmp_path: Path, row: str, fragment: str
+) -> None:
+    folder = _pool(tmp_path, "language", "m-x", {0: [*STEADY, row]})
+    with pytest.raises(TraceError, match=rf"chunk-0-trace\.csv:4: {fragment}"):
+        read_trace([TraceSpec.parse(str(folder))])
 
 
 def test_bad_row_names_the_line(tmp_path: Path) -> None:

@@ -143,6 +143,12 @@ def test_a_window_with_only_history_is_empty(tmp_path: Path) -> None:
         ("timestamp,service_s\n0,1\ninf,1\n", 3, "timestamp: seconds must be finite"),
         ("timestamp,service_s\n0,1\n-1,1\n", 3, "timestamp: seconds must be finite and >= 0"),
         ("timestamp,model,input_tokens,output_tokens,service_s\n1,a,,,\n", 2, "needs input"),
+        # past these bounds a value is a unit or typing mistake, not a request
+        ("timestamp,service_s\n0,1\n1e18,1\n", 3, "over ten years from the start"),
+        ("timestamp,input_tokens,output_tokens\n1,1e30,1\n", 2, "is over 100,000,000"),
+        ("timestamp,service_s,timestamp\n1,1,1\n", 1, "a column is named twice"),
+        # the header may follow blank lines; the line numbers stay the file's
+        ("\n\ntimestamp,service_s\n0,1\nx,1\n", 5, "neither seconds nor ISO 8601"),
     ],
 )
 def test_malformed_line_names_file_line_and_problem(
@@ -187,7 +193,33 @@ def test_missing_file_and_not_gzip(tmp_path: Path) -> None:
         read_trace([TraceSpec.parse(str(bad))])
 
 
+def test_any_column_order_bom_and_blank_lines_read_alike(tmp_path: Path) -> None:
+    plain = _write(tmp_path / "a.csv", "timestamp,model,service_s\n0,x,1\n5,y,2\n")
+    shuffled = _write(tmp_path / "b.csv", "\ufeff\n\nservice_s,model,timestamp\n2,y,5\n1,x,0\n")
+    jsonl = _write(
+        tmp_path / "m.jsonl", '\ufeff\n{"timestamp": 1000, "input_length": 1, "output_length": 2}\n'
+    )
+    a, b = (read_trace([TraceSpec.parse(str(p))]) for p in (plain, shuffled))
+    for name in ("x", "y"):
+        assert np.array_equal(a.models[name].arrivals, b.models[name].arrivals)
+        assert a.models[name].service_s.tolist() == b.models[name].service_s.tolist()  # type: ignore[union-attr]
+    assert read_trace([TraceSpec.parse(str(jsonl))]).models["m"].arrivals.tolist() == [1.0]
+
+
+def test_one_file_given_twice_as_the_same_model_is_refused(tmp_path: Path) -> None:
+    # one file given twice as the same model would double its load
+    one = _write(tmp_path / "one.csv", "timestamp,service_s\n0,1\n")
+    with pytest.raises(TraceError, match="given twice"):
+        read_trace([TraceSpec.parse(f"m={one}"), TraceSpec.parse(f"m={one}")])
+    # as two models it is two deployments with the same traffic
+    two = read_trace([TraceSpec.parse(f"m={one}"), TraceSpec.parse(f"n={one}")])
+    assert sorted(two.models) == ["m", "n"]
+
+
 def test_spec_parsing() -> None:
     assert TraceSpec.parse("m=/a/b.csv") == TraceSpec("/a/b.csv", "m", None)
+    assert TraceSpec.parse("meta/llama-8b=/a/b.csv") == TraceSpec("/a/b.csv", "meta/llama-8b")
+    with pytest.raises(TraceError, match="empty model name"):
+        TraceSpec.parse("=/a/b.csv")
     assert TraceSpec.parse("/a/b.csv") == TraceSpec("/a/b.csv", None, None)
     assert TraceSpec.parse("/a/t.tar.gz#m-large") == TraceSpec("/a/t.tar.gz", None, "m-large")
