@@ -35,6 +35,16 @@ def test_tolerance_and_ceil(per_pod_ratio: float, want: int) -> None:
     assert d.desired == want
 
 
+@pytest.mark.parametrize(
+    ("per_pod_ratio", "want"),
+    # At 20 pods the ceil no longer hides the band: 0.95 and 0.91 would be 19 without it.
+    [(0.95, 20), (0.91, 20), (0.89, 18), (0.85, 17), (0.5, 10)],
+)
+def test_tolerance_holds_a_scale_down_inside_the_band(per_pod_ratio: float, want: int) -> None:
+    d, _ = tick(HPA, {"desired": 20}, 0.0, 20 * T * per_pod_ratio, 20)
+    assert d.desired == want
+
+
 def test_scale_up_cap_legacy_is_max_of_double_and_four() -> None:
     d, _ = tick(HPA, {"desired": 1}, 0.0, 100 * T, 1)
     assert d.desired == 4
