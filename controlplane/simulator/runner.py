@@ -38,6 +38,8 @@ def autoscaler_names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         return list(ALL)
+    if "all" in names:
+        raise ValueError("all stands alone: it already names every autoscaler")
     known = set(REGISTRY) | {ORACLE}
     unknown = [n for n in names if n not in known]
     if unknown or not names:

@@ -272,6 +272,8 @@ def test_autoscaler_names() -> None:
     assert autoscaler_names("ours, oracle,ours") == ["ours", "oracle"]
     with pytest.raises(ValueError, match="unknown autoscaler magic"):
         autoscaler_names("ours,magic")
+    with pytest.raises(ValueError, match="all stands alone"):
+        autoscaler_names("all,ours")
 
 
 def test_a_fleet_scaling_block_reaches_the_autoscaler() -> None:
