@@ -104,3 +104,15 @@ def test_no_data_holds() -> None:
 def test_a_running_deployment_keeps_its_replicas_on_the_first_decision() -> None:
     d, _ = RAY.decide(inp(0.0, window(0.0, conc=TARGET, length=30), ready=4), {})
     assert d.desired == 4  # downscaling still waits 600 s
+
+
+def test_the_smoothing_starts_from_running_replicas_not_starting_ones() -> None:
+    # §3.2: current = running replicas. With 2 running and 6 still starting, a down-factor
+    # of 0.5 at 2 x target ongoing goes from 2 (not from 8): ceil(2 + 0.5 x 0) = 2.
+    ray = RayServeAutoscaler(
+        config=RayServeConfig(downscaling_factor=0.5, upscale_delay_s=0, downscale_delay_s=0)
+    )
+    st: dict = {"desired": 8, "last_t": 0.0}
+    w = window(0.1, conc=2 * TARGET, length=30)
+    d, _ = ray.decide(inp(0.1, w, ready=2, starting=6), st)
+    assert d.desired == 2  # from live (8) it would be ceil(8 + 0.5 x (2 - 8)) = 5
