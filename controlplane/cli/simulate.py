@@ -5,6 +5,8 @@ Output: a rich table (progress bar on stderr while it runs), or with ``--json`` 
 ``{"trace", "requests", "results": [{"autoscaler", "knob", "slo_attainment", "gpu_hours",
 "cost_usd", "p50_wait_s", "p99_wait_s", "cold_starts", "scale_events", "unserved"}]}``;
 ``knob`` is a number, or for the oracle on several models one headroom per model (an object).
+A request still waiting when the trace ends is ``unserved`` and a miss; its wait counts up to
+that end, so where ``unserved`` > 0 the wait percentiles are lower bounds.
 Bad input (unreadable or malformed trace or fleet, an empty trace) exits 2 with the file,
 line and problem on stderr.
 """
