@@ -111,3 +111,15 @@ def test_tokens_per_s_metric_is_per_pod() -> None:
 def test_no_data_holds() -> None:
     d, _ = HPA.decide(inp(0.0, NoData("adapter down"), ready=3), {"desired": 3})
     assert (d.desired, d.reason) == (3, "hpa_no_data")
+
+
+def test_pending_pods_are_ignored_and_loading_ones_are_missing() -> None:
+    # 2 ready pods at 2x target. 4 pods on nodes still provisioning (Pending) change
+    # nothing: ceil(2 x 2) = 4. 4 pods loading the model (running, no metric yet) count
+    # 0 % on the way up: 4T over 6 pods is below target, so the direction flips and the
+    # recommendation stays at the current 2.
+    w = window(0.0, conc=4 * T, length=15)
+    d, _ = HPA.decide(inp(0.0, w, ready=2, provisioning=4), {"desired": 2})
+    assert d.desired == 4
+    d, _ = HPA.decide(inp(0.0, w, ready=2, starting=4), {"desired": 2})
+    assert d.desired == 2
