@@ -207,3 +207,19 @@ def test_restart_panic_applies_on_the_first_tick_with_metrics() -> None:
     _, st = KPA.decide(inp(0.0, NoData("no scrape yet"), ready=4), {})
     d, _ = KPA.decide(inp(2.0, window(2.0, conc=1.0), ready=4), st)
     assert (d.desired, d.reason) == (4, "knative_panic")
+
+
+def test_a_pa_active_for_less_than_a_stable_window_is_held_at_one() -> None:
+    # §1.7 step 2: a pod that just became ready is kept a whole stable window before the PA
+    # can go inactive, even with no traffic at all (out of the box, no retention); then
+    # the activator, in the path since the first tick, takes it to zero at once.
+    st: dict = dict(SETTLED)
+    t, reasons = 0.0, []
+    while True:
+        d, st = STOCK.decide(inp(t, window(t, conc=0.0), ready=1), st)
+        if d.desired == 0:
+            break
+        reasons.append(d.reason)
+        t += 2.0
+    assert t == 60.0
+    assert set(reasons) == {"knative_hold_one"}
