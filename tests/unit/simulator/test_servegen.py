@@ -78,6 +78,20 @@ def test_a_window_replays_the_arrivals_of_the_whole_trace(
     assert part.end_s == pytest.approx(end - start)
 
 
+def test_a_bursty_client_keeps_its_rate_from_the_start_of_every_window(tmp_path: Path) -> None:
+    """A window opens mid-stream (a stationary renewal process). Started on an arrival, a
+    client with Gamma shape 0.02 (cv^2 = 50) would get ~24.5 extra arrivals per window (+20 %
+    at 0.2 req/s), most of them in a burst at the window's start."""
+    rows = [f"{600 * i},0.2,7.07,Gamma,0.02,250" for i in range(1000)]
+    folder = _pool(tmp_path, "language", "m-x", {0: rows})
+    arrivals = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=5)).models["m-x"]
+    expected = 0.2 * 600 * 1000
+    # Standard error ~ sqrt(0.2 * 600 * 50 * 1000) = 2,450 (2 %): 6 % is three of them.
+    assert abs(arrivals.arrivals.size / expected - 1) < 0.06
+    head = np.count_nonzero(arrivals.arrivals % 600 < 100)
+    assert abs(head / (expected / 6) - 1) < 0.15  # the first 100 s of a window: 1/6 of them
+
+
 def test_rate_scale_multiplies_arrivals(tmp_path: Path) -> None:
     folder = _pool(tmp_path, "reason", "r1", {0: STEADY})
     one = read_trace([TraceSpec.parse(str(folder))], TraceOptions(seed=1)).requests
