@@ -38,7 +38,9 @@ from controlplane.simulator.traces import (
     TraceOptions,
     TraceSpec,
     history_span,
+    not_utf8,
     open_text,
+    read_error,
     request_budget,
 )
 
@@ -138,8 +140,8 @@ def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
                         continue
                     key = (m["category"], m["pool"])
                     source = f"{path}:{member.name}"
-                    texts.setdefault(key, {})[source] = fh.read().decode("utf-8-sig")
-        except (OSError, tarfile.TarError, UnicodeDecodeError) as exc:
+                    texts.setdefault(key, {})[source] = _decode(fh.read(), source)
+        except (OSError, tarfile.TarError) as exc:
             raise TraceError(str(path), f"cannot read tarball: {exc}") from exc
     if not texts:
         raise TraceError(str(path), "no ServeGen chunk-<N>-trace.csv files found")
@@ -148,7 +150,8 @@ def _load_pool_texts(spec: TraceSpec) -> tuple[str, dict[str, str]]:
     if len(pools) > 1 or wanted:
         matches = [k for k in pools if wanted and wanted in (k[1], f"{k[0]}/{k[1]}")]
         if len(matches) != 1:
-            names = ", ".join(f"{c}/{p}" for c, p in pools)
+            # (a folder of client files outside the data/<category>/<pool> layout has no category)
+            names = ", ".join(f"{c}/{p}" if c else p for c, p in pools)
             raise TraceError(
                 str(path),
                 f"pick one ServeGen pool with MODEL=PATH or PATH#POOL (pools: {names})"
@@ -165,7 +168,14 @@ def _read_text(path: Path) -> str:
         with open_text(path) as fh:
             return fh.read()
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
-        raise TraceError(str(path), f"cannot read: {exc}") from exc
+        raise read_error(path, exc) from exc
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise not_utf8(source, data) from None
 
 
 def read_servegen(spec: TraceSpec, options: TraceOptions) -> FileTrace:

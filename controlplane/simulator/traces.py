@@ -298,7 +298,7 @@ def read_file(spec: TraceSpec, options: TraceOptions = TraceOptions()) -> FileTr
                 if head:
                     break
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
-        raise TraceError(name, f"cannot read: {exc}") from exc
+        raise read_error(path, exc) from exc
     if not head:
         raise TraceError(name, "the trace is empty", max(line, 1))
     model = spec.model or _stem(path)
@@ -343,9 +343,45 @@ def open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115
 
 
+def read_error(path: Path, exc: Exception) -> TraceError:
+    """A read failure as a TraceError; a file that is not UTF-8 is named at its first bad line
+    (the decoder's own position is within a buffer, not the file)."""
+    if not isinstance(exc, UnicodeDecodeError):
+        return TraceError(str(path), f"cannot read: {exc}")
+    return not_utf8(str(path), path)
+
+
+def not_utf8(source: str, data: Path | bytes) -> TraceError:
+    line_no, byte = _undecodable_line(data)
+    where = f" (byte 0x{byte:02x})" if byte is not None else ""
+    return TraceError(source, f"not UTF-8 text{where}; save the trace as UTF-8", line_no)
+
+
+def _undecodable_line(source: Path | bytes) -> tuple[int | None, int | None]:
+    """The 1-based line of the first byte sequence that is not UTF-8, and its first byte."""
+    try:
+        if isinstance(source, bytes):
+            lines: Iterator[bytes] = iter(source.splitlines(keepends=True))
+            return _first_bad(lines)
+        with open(source, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(source, "rb") if gzipped else open(source, "rb") as fh:
+            return _first_bad(iter(fh))
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None, None
+
+
+def _first_bad(lines: Iterator[bytes]) -> tuple[int | None, int | None]:
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return line_no, line[exc.start]
+    return None, None
+
+
 def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """CSV rows after the header with their 1-based line numbers; read errors name the line."""
-    name = str(path)
     try:
         with open_text(path) as fh:
             reader = csv.reader(fh)
@@ -356,7 +392,7 @@ def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                 if row and any(c.strip() for c in row):
                     yield reader.line_num, row
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, csv.Error) as exc:
-        raise TraceError(name, f"cannot read: {exc}") from exc
+        raise read_error(path, exc) from exc
 
 
 def _number(file: str, line: int, column: str, text: str, integer: bool = False) -> float:
@@ -507,7 +543,7 @@ def _read_jsonl(path: Path, model: str) -> FileTrace:
                 inp.append(_number(name, line_no, "input_length", str(obj["input_length"]), True))
                 out.append(_number(name, line_no, "output_length", str(obj["output_length"]), True))
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
-        raise TraceError(name, f"cannot read: {exc}") from exc
+        raise read_error(path, exc) from exc
     if not t:
         raise _no_requests(path)
     trace = ModelTrace(model, np.array(t), np.array(inp), np.array(out), None, name)

@@ -128,6 +128,28 @@ def test_tarball_needs_a_pool_and_finds_it_by_model(tmp_path: Path) -> None:
         read_trace([TraceSpec.parse(f"{tar_path}#m-tiny")])
 
 
+def test_a_client_file_that_is_not_utf8_is_named_at_its_line(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    folder = _pool(root, "language", "m-x", {0: STEADY})
+    (folder / "chunk-1-trace.csv").write_bytes(
+        _client([*STEADY, "1800,1.0,1.0,G\xe9"]).encode("latin-1")
+    )
+    with pytest.raises(TraceError, match=r"chunk-1-trace\.csv:4: not UTF-8 text \(byte 0xe9\)"):
+        read_trace([TraceSpec.parse(str(folder))])
+    tar_path = tmp_path / "clients.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        tar.add(root / "data", arcname="data")
+    with pytest.raises(TraceError, match=r"chunk-1-trace\.csv:4: not UTF-8 text \(byte 0xe9\)"):
+        read_trace([TraceSpec.parse(f"m-x={tar_path}")])
+
+
+def test_client_files_outside_the_layout_are_named_by_their_folder(tmp_path: Path) -> None:
+    _pool(tmp_path, "language", "m-large", {0: STEADY})
+    (tmp_path / "chunk-7-trace.csv").write_text(_client(STEADY))  # a stray copy beside data/
+    with pytest.raises(TraceError, match=rf"pools: {tmp_path.name}, language/m-large\)"):
+        read_trace([TraceSpec.parse(str(tmp_path))])
+
+
 def test_single_client_file_detected_without_header(tmp_path: Path) -> None:
     path = tmp_path / "chunk-9-trace.csv"
     path.write_text(_client(STEADY))

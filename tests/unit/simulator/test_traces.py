@@ -193,6 +193,33 @@ def test_missing_file_and_not_gzip(tmp_path: Path) -> None:
         read_trace([TraceSpec.parse(str(bad))])
 
 
+_ROWS = "".join(
+    f"2023-11-16 18:{m:02d}:{sec:02d}.0,10,10\n" for m in range(50) for sec in range(60)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        # far past the decoder's first buffer: its own position would not give the line
+        (AZURE + _ROWS + "2023-11-16 19:00:00.0,10,10 caf\xe9\n", 3005),
+        ("timestamp,model,service_s\n0,a,1\n1,caf\xe9,1\n", 3),
+        ('{"timestamp": 1, "input_length": 1, "output_length": 1}\n{"m": "caf\xe9"}\n', 2),
+        ("TIMESTAMP,ContextTok\xe9ns,GeneratedTokens\n", 1),
+    ],
+    ids=["azure", "generic", "jsonl", "header"],
+)
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_file_that_is_not_utf8_is_named_at_its_line(
+    tmp_path: Path, text: str, line: int, gz: bool
+) -> None:
+    data = text.encode("latin-1")
+    path = tmp_path / ("t.csv.gz" if gz else "t.csv")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    with pytest.raises(TraceError, match=rf"t\.csv(\.gz)?:{line}: not UTF-8 text \(byte 0xe9\)"):
+        read_trace([TraceSpec.parse(str(path))])
+
+
 def test_any_column_order_bom_and_blank_lines_read_alike(tmp_path: Path) -> None:
     plain = _write(tmp_path / "a.csv", "timestamp,model,service_s\n0,x,1\n5,y,2\n")
     shuffled = _write(tmp_path / "b.csv", "\ufeff\n\nservice_s,model,timestamp\n2,y,5\n1,x,0\n")
