@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schema.policy import Account, Name, Policy, Problem, semantic_problems
-from schema.policy_file import PolicyError, _locate, parse_yaml_model
+from schema.policy_file import PolicyError, locate, parse_yaml_model
 from schema.types import Cloud, Owner
 
 
@@ -47,7 +47,7 @@ def load_account_file(path: str | Path) -> LoadedAccount:
 def parse_account(text: str, source: str = "<account>") -> LoadedAccount:
     """Parse and validate; raise :class:`PolicyError` listing every problem found."""
     spec, doc = parse_yaml_model(text, AccountFile, source)
-    problems = [_locate(doc, p, source) for p in account_problems(spec)]
+    problems = [locate(doc, p, source) for p in account_problems(spec)]
     if problems:
         raise PolicyError(problems)
     return LoadedAccount(spec, source)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schema.catalog import GpuShape, parse_gpu_shape
 from schema.policy import Problem, ScalingBehavior
-from schema.policy_file import PolicyError, parse_yaml_model
+from schema.policy_file import PolicyError, locate, parse_yaml_model
 
 Seconds = Annotated[float, Field(ge=0)]
 ModelName = Annotated[str, Field(min_length=1, max_length=200)]
@@ -188,12 +188,8 @@ class Fleet(_Strict):
     template: ModelTemplate | None = None
 
     @model_validator(mode="after")
-    def _unique(self) -> Fleet:
-        seen: set[str] = set()
-        for m in self.models:
-            if m.name in seen:
-                raise ValueError(f"duplicate model name {m.name!r}")
-            seen.add(m.name)
+    def _has_a_model(self) -> Fleet:
+        # (Unique model names: fleet_problems, so a duplicate is named at its own line.)
         if not self.models and self.template is None:
             raise ValueError("a fleet needs at least one model or a template")
         return self
@@ -217,12 +213,27 @@ class FleetError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+def fleet_problems(fleet: Fleet) -> list[Problem]:
+    """Problems that pydantic's per-field checks cannot see: a model named twice (the second
+    would never be used). Pure; order is document order."""
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    for i, m in enumerate(fleet.models):
+        if m.name in seen:
+            problems.append(Problem(("models", i, "name"), f"duplicate model name {m.name!r}"))
+        seen.add(m.name)
+    return problems
+
+
 def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     """Parse and validate; raise :class:`FleetError` listing every problem with its line."""
     try:
-        fleet, _ = parse_yaml_model(text, Fleet, source)
+        fleet, doc = parse_yaml_model(text, Fleet, source)
     except PolicyError as exc:
         raise FleetError(exc.problems) from exc
+    problems = [locate(doc, p, source) for p in fleet_problems(fleet)]
+    if problems:
+        raise FleetError(problems)
     return fleet
 
 

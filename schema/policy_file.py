@@ -47,7 +47,7 @@ def load_policy_file(path: str | Path) -> LoadedPolicy:
 def parse_policy(text: str, source: str = "<policy>") -> LoadedPolicy:
     """Parse and validate; raise :class:`PolicyError` listing every problem found."""
     policy, doc = parse_yaml_model(text, Policy, source)
-    problems = [_locate(doc, p, source) for p in semantic_problems(policy)]
+    problems = [locate(doc, p, source) for p in semantic_problems(policy)]
     if problems:
         raise PolicyError(problems)
     return LoadedPolicy(policy, text, hashlib.sha256(text.encode()).hexdigest(), source)
@@ -86,7 +86,7 @@ def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, Comment
     try:
         return model.model_validate(_plain(doc)), doc
     except ValidationError as exc:
-        raise PolicyError([_locate(doc, _from_pydantic(e), source) for e in exc.errors()]) from exc
+        raise PolicyError([locate(doc, _from_pydantic(e), source) for e in exc.errors()]) from exc
 
 
 def _plain(node: Any) -> Any:
@@ -136,7 +136,7 @@ def _from_pydantic(err: Any) -> Problem:
     return Problem(path, reason)
 
 
-def _locate(doc: CommentedMap, problem: Problem, source: str) -> Problem:
+def locate(doc: CommentedMap, problem: Problem, source: str) -> Problem:
     """Attach the line/column of the deepest node on ``problem.path`` that exists."""
     line, col = 1, 1
     node: Any = doc

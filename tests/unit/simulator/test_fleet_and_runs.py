@@ -88,6 +88,12 @@ _MODEL = (
         ),
         ("[1, 2]", "expected a mapping"),
         ("name: x\n", "at least one model or a template"),
+        (
+            _MODEL.format(shape="1xH100", service="{per_request_s: 1}")
+            + "\n"
+            + _MODEL.format(shape="1xH100", service="{per_request_s: 2}").replace("models:\n", ""),
+            "<fleet>:8:5: models[1].name: duplicate model name",
+        ),
     ],
 )
 def test_fleet_errors_name_line_and_field(text: str, fragment: str) -> None:
