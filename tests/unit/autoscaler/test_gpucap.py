@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 
@@ -188,6 +189,39 @@ def test_holds_through_a_dip_shorter_than_a_cold_start_then_releases() -> None:
     assert by_t[2995.0] == 1  # after the load stays low for longer than a cold start
     released = min(t for t in by_t if t > 1600 and by_t[t] < 3)
     assert released >= 1600 + 300
+
+
+def test_a_bursts_replicas_still_starting_are_cancelled_after_half_a_cold_start() -> None:
+    # A one-minute burst over a steady load launches replicas that would arrive ten minutes
+    # later; the one ready replica drains the burst's queue long before that. What is still
+    # starting goes as the needs that asked for it age past half a cold start (300 s here),
+    # so none of it ever arrives; a ready replica is never released for it.
+    def rate(t: float) -> float:
+        return 150.0 if 1000 <= t < 1060 else 30.0
+
+    run = FluidRun(OURS, SPEC, rate, service_s=2.0, cold_start_s=600.0, ready=1)
+    decisions = run.run(2500.0)
+    seen = [
+        (t, d, live, *map(int, re.search(r"need (\d+) .*\(ready (\d+)\)", d.detail).groups()))
+        for t, d, live in decisions
+    ]
+    assert max(d.desired for t, d, *_ in seen if t < 1100) > 1  # the burst launched capacity
+
+    cancels = [
+        (t, d.desired, live, ready)
+        for t, d, live, _, ready in seen
+        if d.reason == "cancel_starting"
+    ]
+    assert cancels, "the burst's starting replicas were never cancelled"
+    for t, desired, live, ready in cancels:
+        recent = max(need for u, _, _, need, _ in seen if t - 300 < u <= t)
+        assert ready <= desired < live
+        assert desired >= recent  # what a need of the last half cold start asks for stays
+        # ... and what goes was asked for only by older needs
+        assert desired == max(ready, recent)
+    assert cancels[-1][0] < 1000 + 600  # all gone before the first would have arrived
+    assert all(ready == 1 for *_, ready in seen)  # none of them ever became ready
+    assert all(d.desired >= 1 for _, d, *_ in seen)  # the ready replica stays
 
 
 def test_scale_to_zero_after_the_grace_period_only() -> None:
