@@ -89,10 +89,10 @@ MIN_MARGIN = 0.25
 # Capacity still booting is held through a dip by the needs of this fraction of the dip hold
 # only (ready capacity: all of it). It has served nothing yet; asked for again when the need
 # returns, it costs a cold start of GPU time like a ready replica, but less time without
-# it, since its own boot was still ahead. Chosen on the bench (docs/benchmarks.md) among
-# 0.25, 0.5 and 1: 0.5 lost no attainment on any trace and cut GPU-hours where bursts
-# launched capacity that arrived after them (Azure code and conv together 7 %, the
-# deepseek-r1 day 0.4 %); 0.25 fell below 0.99 on the Azure traces on fleet-llm.yaml.
+# it, since its own boot was still ahead. Chosen among 0.25, 0.5 and 1 on the bench and on
+# windows it does not use (README.md, "Tried"): 0.5 lost no attainment anywhere and cut
+# GPU-hours where bursts launched capacity that would arrive after them (Azure code and
+# conv together 7 %); 0.25 fell below 0.99 where a small model's spikes recur.
 STARTING_HOLD = 0.5
 
 
