@@ -39,8 +39,8 @@ The pipeline, one small step each (Ray Serve's shape, autoscalers.md §3.2):
    and re-buying it whenever the dip is shorter than its cold start. This time hysteresis
    also keeps a constant load from flapping; at most live / ``max_scale_down_rate`` go at once.
    Replicas still starting are held only by the needs of the last half of that window
-   (``STARTING_HOLD``): a burst's replicas that would arrive after it are cancelled before
-   they cost a whole cold start and a dip hold.
+   (``STARTING_HOLD``; at least one stable window): a burst's replicas that would arrive
+   after it are cancelled before they cost a whole cold start and a dip hold.
 8. Scale to zero after ``scale_to_zero_grace_s`` without any load, once the dip hold
    (a cold start of no need) has passed too: the later of the two, not their sum. Any
    queued request or arrival with no live replica wakes the model to one replica at once.
@@ -415,7 +415,11 @@ class GpucapAutoscaler:
         held = max(e[1] for e in window)
         ready = inp.replicas.ready
         if held > ready:  # above the ready replicas, only the recent needs hold
-            recent_s = STARTING_HOLD * hold_s
+            # (At least one stable window: the needs are peaks over it, and a backlog's
+            # need ends when its queue drains. Cancelling on less answers a tick's noise;
+            # in `make demo`, where capacity errors make a replica take longer than its
+            # expected cold start, it kept the overflow cloud from ever getting ready.)
+            recent_s = min(hold_s, max(STARTING_HOLD * hold_s, spec.stable_window_s))
             recent = max((e[1] for e in window if e[0] > now - recent_s), default=need)
             held = max(min(held, ready), recent)
 

@@ -80,6 +80,9 @@ class FluidRun:
     service_s: float = 2.0
     cold_start_s: float = 120.0
     tick_s: float = 5.0
+    # How long a replica really takes when not the expected ``cold_start_s`` (a pool out of
+    # capacity, retried in the next).
+    boot_s: float | None = None
     no_data: Callable[[float], bool] = lambda t: False
     ready: int = 0
     pending: list[float] = field(default_factory=list)  # ready times of starting replicas
@@ -128,7 +131,8 @@ class FluidRun:
             )
             self.decisions.append((t, d, live))
             if d.desired > live:
-                self.pending += [t + self.cold_start_s] * (d.desired - live)
+                boot = self.cold_start_s if self.boot_s is None else self.boot_s
+                self.pending += [t + boot] * (d.desired - live)
             elif d.desired < live:
                 drop = live - d.desired
                 cut = min(drop, len(self.pending))  # least initialised first

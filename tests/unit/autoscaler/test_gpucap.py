@@ -224,6 +224,31 @@ def test_a_bursts_replicas_still_starting_are_cancelled_after_half_a_cold_start(
     assert all(d.desired >= 1 for _, d, *_ in seen)  # the ready replica stays
 
 
+def test_starting_replicas_are_never_cancelled_within_a_stable_window_of_their_need() -> None:
+    # The demo's tuning (12 s stable window, 20 s scale-down delay, 2 s ticks, 10 s expected
+    # cold start) with replicas that take 60 s (a pool out of capacity, retried elsewhere):
+    # half the dip hold is 10 s, less than the window the needs are peaks over.
+    spec = dataclasses.replace(
+        SPEC, stable_window_s=12.0, burst_window_s=3.0, scale_down_delay_s=20.0
+    )
+    run = FluidRun(
+        OURS,
+        spec,
+        lambda t: 75.0 if t % 80 < 25 else 15.0,  # 25 s bursts every 80 s
+        service_s=3.0,
+        cold_start_s=10.0,
+        tick_s=2.0,
+        ready=1,
+        boot_s=60.0,
+    )
+    decisions = run.run(600.0)
+    needs = [(t, int(re.search(r"-> need (\d+)", d.detail).group(1))) for t, d, _ in decisions]
+    cancels = [(t, d.desired) for t, d, _ in decisions if d.reason == "cancel_starting"]
+    assert cancels  # late replicas are still cancelled once their need is gone ...
+    for t, desired in cancels:  # ... but never on a need younger than the stable window
+        assert desired >= max(n for u, n in needs if t - spec.stable_window_s < u <= t)
+
+
 def test_scale_to_zero_after_the_grace_period_only() -> None:
     spec = dataclasses.replace(SPEC, scale_to_zero_grace_s=600.0, scale_down_delay_s=0.0)
     run = FluidRun(OURS, spec, lambda t: 5.0 if t < 500 else 0.0, cold_start_s=60.0, ready=1)
