@@ -10,7 +10,7 @@ import re
 import pytest
 
 from autoscaler import GpucapAutoscaler, decide, forecast
-from autoscaler.types import MetricsSample, MetricsWindow, NoData
+from autoscaler.types import Decision, MetricsSample, MetricsWindow, NoData
 from autoscaler.window import mean_metric
 
 from .synthetic import SPEC, FluidRun, desired_series, inp, window
@@ -191,6 +191,14 @@ def test_holds_through_a_dip_shorter_than_a_cold_start_then_releases() -> None:
     assert released >= 1600 + 300
 
 
+def _detail(d: Decision, name: str) -> int:
+    """A count from a decision's detail: ``need`` (-> need N) or ``ready`` ((ready N))."""
+    pattern = {"need": r"-> need (\d+)", "ready": r"\(ready (\d+)\)"}[name]
+    match = re.search(pattern, d.detail)
+    assert match, f"no {name} in {d.detail!r}"
+    return int(match.group(1))
+
+
 def test_a_bursts_replicas_still_starting_are_cancelled_after_half_a_cold_start() -> None:
     # A one-minute burst over a steady load launches replicas that would arrive ten minutes
     # later; the one ready replica drains the burst's queue long before that. What is still
@@ -201,10 +209,7 @@ def test_a_bursts_replicas_still_starting_are_cancelled_after_half_a_cold_start(
 
     run = FluidRun(OURS, SPEC, rate, service_s=2.0, cold_start_s=600.0, ready=1)
     decisions = run.run(2500.0)
-    seen = [
-        (t, d, live, *map(int, re.search(r"need (\d+) .*\(ready (\d+)\)", d.detail).groups()))
-        for t, d, live in decisions
-    ]
+    seen = [(t, d, live, _detail(d, "need"), _detail(d, "ready")) for t, d, live in decisions]
     assert max(d.desired for t, d, *_ in seen if t < 1100) > 1  # the burst launched capacity
 
     cancels = [
@@ -242,7 +247,7 @@ def test_starting_replicas_are_never_cancelled_within_a_stable_window_of_their_n
         boot_s=60.0,
     )
     decisions = run.run(600.0)
-    needs = [(t, int(re.search(r"-> need (\d+)", d.detail).group(1))) for t, d, _ in decisions]
+    needs = [(t, _detail(d, "need")) for t, d, _ in decisions]
     cancels = [(t, d.desired) for t, d, _ in decisions if d.reason == "cancel_starting"]
     assert cancels  # late replicas are still cancelled once their need is gone ...
     for t, desired in cancels:  # ... but never on a need younger than the stable window
