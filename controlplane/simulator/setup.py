@@ -11,7 +11,7 @@ from autoscaler.types import ScalingSpec
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import WARM_START_WINDOW_S, ModelRun
 from controlplane.simulator.traces import ModelTrace, Trace
-from schema.fleet import ColdStartPhases, Fleet, ModelSpec
+from schema.fleet import ColdStartPhases, Fleet, ModelSpec, fleet_problems
 
 
 class SetupError(ValueError):
@@ -125,6 +125,11 @@ def build_runs(
     """Engine inputs for every trace model. ``utilization`` overrides each model's target
     utilization (the knob most autoscalers sweep); None keeps the fleet's. With a warm-up,
     the engine's clock measures from ``warmup_s`` (see :func:`with_warmup`)."""
+    # (A fleet file is checked as it is parsed, with lines; one built in code is checked here:
+    # a model named twice would silently run as the first.)
+    problems = fleet_problems(fleet)
+    if problems:
+        raise SetupError("fleet: " + "; ".join(str(p) for p in problems))
     runs: list[ModelRun] = []
     phases: dict[str, ColdStartPhases] = {}
     for name in sorted(trace.models):

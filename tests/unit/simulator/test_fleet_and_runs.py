@@ -135,6 +135,14 @@ def test_model_missing_from_fleet_without_template() -> None:
         build_runs(fleet, trace)
 
 
+def test_a_fleet_built_in_code_with_a_model_named_twice_is_refused() -> None:
+    fleet = parse_fleet(FLEET)
+    twice = fleet.model_copy(update={"models": [*fleet.models, fleet.models[0]]})
+    trace = Trace({"big": ModelTrace("big", np.array([0.0]))}, 1.0, "t")
+    with pytest.raises(SetupError, match=r"models\[\d+\]\.name: duplicate model name 'big'"):
+        build_runs(twice, trace)
+
+
 def _tiny_trace(tmp_path: Path) -> Path:
     rng = np.random.default_rng(0)
     t = np.sort(rng.uniform(0, 1800, 600))
