@@ -55,6 +55,19 @@ def test_scale_up_is_immediate_and_sized_on_the_peak_offered_load() -> None:
     assert st["cost"] == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize(("utilization", "want"), [(0.7, 6), (0.9, 5)])
+def test_the_spare_over_a_steady_load_is_the_knobs_up_to_a_quarter(
+    utilization: float, want: int
+) -> None:
+    # 420 in flight, steady, 100 slots per replica. At most a quarter over the peak (MIN_MARGIN:
+    # at 0.7 the reserve 420 / 70 = 6 replicas is the larger), but never more than the knob
+    # asks for: at 0.9, 420 / 90 -> 5 replicas, not 420 x 1.25 / 100 -> 6.
+    spec = dataclasses.replace(SPEC, target_per_replica=utilization * 100.0)
+    w = window(600.0, conc=420.0, rate=210.0, length=600)
+    d, _ = OURS.decide(inp(600.0, w, ready=want, spec=spec), {"desired": want})
+    assert (d.desired, d.reason) == (want, "steady")
+
+
 def test_queue_backlog_while_capacity_starts_does_not_launch_more() -> None:
     # Offered load needs 3 replicas; 3 are live (1 ready, 2 starting); a big backlog queues.
     st: dict = {"desired": 3}
