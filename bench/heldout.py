@@ -28,9 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulate_bench as bench  # noqa: E402
 
 from controlplane.simulator.engine import knob_label  # noqa: E402
-from controlplane.simulator.runner import Simulation, autoscaler_names  # noqa: E402
-from controlplane.simulator.traces import TraceSpec, read_trace  # noqa: E402
-from schema.fleet import load_fleet_file  # noqa: E402
+from controlplane.simulator.runner import autoscaler_names  # noqa: E402
 
 DAY = bench.DAY
 _POOL = bench._rel(bench.SERVEGEN)
@@ -57,12 +55,7 @@ HELDOUT = (
 
 def run_day(sc: bench.Scenario, names: tuple[str, ...], knobs: tuple[float, ...] | None) -> str:
     """One day's Markdown rows: per autoscaler, the cheapest run at >= the target."""
-    fleet = load_fleet_file(sc.fleet)
-    specs = [
-        TraceSpec.parse(t.replace("../shared/", str(bench._traces_dir.parent) + "/"))
-        for t in sc.traces
-    ]
-    sim = Simulation(fleet, read_trace(specs, sc.options(fleet)))
+    sim = bench.simulation(sc)
     rows = []
     for name in names:
         started = time.perf_counter()

@@ -253,14 +253,19 @@ def merge_rows(fresh: dict[str, Any], saved: dict[str, Any] | None) -> dict[str,
     return {**fresh, "rows": rows, "replayed_files": files}
 
 
-def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") -> dict[str, Any]:
+def simulation(sc: Scenario) -> Simulation:
+    """The scenario's fleet and trace (read from ``_traces_dir``), ready to replay."""
     fleet = load_fleet_file(sc.fleet)
-    t0 = time.perf_counter()
     specs = [
         TraceSpec.parse(t.replace("../shared/", str(_traces_dir.parent) + "/")) for t in sc.traces
     ]
-    trace = read_trace(specs, sc.options(fleet))
-    sim = Simulation(fleet, trace)
+    return Simulation(fleet, read_trace(specs, sc.options(fleet)))
+
+
+def run_scenario(sc: Scenario, names: tuple[str, ...] = ALL, commit: str = "?") -> dict[str, Any]:
+    t0 = time.perf_counter()
+    sim = simulation(sc)
+    trace = sim.trace
     setup_s = time.perf_counter() - t0
     replayed = int(sum(r.arrivals.size for r in sim.runs))
     rows = []
