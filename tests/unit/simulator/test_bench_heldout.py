@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _pools(traces: tuple[str, ...]) -> set[str]:
     return {t.split("=", 1)[0] for t in traces}
 
 
-def test_heldout_days_are_whole_days_outside_every_bench_window() -> None:
-    bench = _load("simulate_bench")
-    heldout = _load("heldout")
+def test_heldout_days_are_whole_days_outside_every_bench_window(
+    bench: ModuleType, heldout: ModuleType
+) -> None:
     assert heldout.HELDOUT
     for day in heldout.HELDOUT:
         assert day.start_s is not None and day.end_s is not None

@@ -3,7 +3,6 @@ valid, and how a re-run's rows are completed from the saved ones."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,18 +13,6 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "simulate_bench", ROOT / "bench" / "simulate_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["simulate_bench"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_only_changes_that_replay_nothing_kept_keep_rows(bench: ModuleType) -> None:
