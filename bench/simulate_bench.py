@@ -539,10 +539,13 @@ def render(
     commit: str,
     scale: dict[str, Any] | None = None,
     reused: dict[str, Any] | None = None,
+    finished_at: str | None = None,
+    floors: list[dict[str, Any]] | None = None,
+    machine: str | None = None,
 ) -> str:
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "CPU max MHz")
-    cpu = "\n".join(line for line in lscpu.splitlines() if line.startswith(keep))
+    """The page. ``finished_at`` and ``machine``: when the run ended (UTC) and what ran it, as
+    saved with it (now and this machine if not saved: ``--render-only`` may run elsewhere);
+    ``floors``: :func:`floor_rows` for the scenarios where that bound is practical."""
     out = [
         "# Simulator benchmarks: gpucap vs peer autoscalers vs the oracle",
         "",
@@ -552,7 +555,7 @@ def render(
         ".venv/bin/python bench/simulate_bench.py --jobs 2 --scale",
         "```",
         "",
-        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{commit}`; total wall time "
+        f"Run {finished_at or _now()} UTC at commit `{commit}`; total wall time "
         f"{wall_total / 60:.1f} min."
         + (
             ""
@@ -588,11 +591,12 @@ def render(
         " also tries the cheapest headroom per model over its runs (the attainment target pools "
         "every request, so misses are cheapest where one saves the most GPU time) and is shown "
         "with one headroom per model where that wins. It is still no strict bound below an "
-        "attainment of 1: a peer can undercut it by leaving a short burst's requests late.## "
-        "Machine```",
-        cpu,
-        f"Python {platform.python_version()} ({platform.python_implementation()}), "
-        f"{platform.platform()}",
+        "attainment of 1: a peer can undercut it by leaving a short burst's requests late.",
+        "",
+        "## Machine",
+        "",
+        "```",
+        machine or this_machine(),
         "```",
         "",
         "## Targets (issue 3)",
@@ -641,6 +645,7 @@ def render(
             + (" ✔" if rate >= 1e6 else " ✘")
             + " |"
         )
+    out += render_floors(floors or [])
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -705,6 +710,79 @@ def render(
             out += render_sparse(scale["sparse"])
     out.append("")
     return "\n".join(out)
+
+
+def _now() -> str:
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M}"
+
+
+def this_machine() -> str:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "CPU max MHz")
+    cpu = "\n".join(line for line in lscpu.splitlines() if line.startswith(keep))
+    return (
+        f"{cpu}\nPython {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.platform()}"
+    )
+
+
+def floor_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``bench/floor.py``'s bound at 0.75 x the best peer, for the scenarios of these results
+    where it is practical (a few replicas)."""
+    import floor  # (imports this module: not at the top)
+
+    rows = []
+    by_name = {s.name: s for s in SCENARIOS}
+    for name in floor.DEFAULT_SCENARIOS:
+        peer = floor.best_peer({"results": results}, name)
+        if name not in by_name or peer is None:
+            continue
+        budget = 0.75 * peer[1]
+        f = floor.floor(floor.loads_of(simulation(by_name[name])), budget, SLO_TARGET)
+        rows.append(
+            {
+                "scenario": name,
+                "peer": peer[0],
+                "peer_gpu_hours": peer[1],
+                "budget_gpu_hours": budget,
+                "replicas": {m.load.name: m.n for m in f.models},
+                "to_save_gpu_hours": max(0.0, f.deficit_gpu_s) / 3600,
+                "least_misses": min(f.least_misses, floor.NEVER),
+                "allowed": f.allowed,
+                "rules_out": f.rules_out,
+            }
+        )
+    return rows
+
+
+def render_floors(floors: list[dict[str, Any]]) -> list[str]:
+    if not floors:
+        return []
+    out = [
+        "",
+        "A proof where the oracle's sign is not enough: `bench/floor.py` counts the fewest "
+        "requests that *any* replay must leave late to spend no more than 0.75 x the best "
+        "peer's GPU-hours (each model's fewest constant replicas `n` whose own misses fit the "
+        "allowance; spending less means windows below `n`, and a window that ends with "
+        "replicas coming back saves nothing unless it is longer than a cold start; misses in "
+        "it counted as if its slots started empty; the module's docstring has the argument, "
+        "`tests/unit/simulator/test_bench_floor.py` checks it against real replays). Where "
+        "those misses exceed what the SLO target allows, no autoscaler can meet the peer "
+        "target, clairvoyant or not:",
+        "",
+        "| trace | budget GPU-h (0.75 x best peer) | replicas n | to save below n, GPU-h "
+        "| fewest misses within budget | misses allowed at 0.99 | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in floors:
+        ns = ", ".join(f"{m} {n}" for m, n in f["replicas"].items())
+        verdict = "**cannot be met**" if f["rules_out"] else "not ruled out by this bound"
+        out.append(
+            f"| {f['scenario']} | {f['budget_gpu_hours']:.1f} (0.75 x {f['peer']} "
+            f"{f['peer_gpu_hours']:.1f}) | {ns} | {f['to_save_gpu_hours']:.1f} "
+            f"| {f['least_misses']:,} | {f['allowed']:,} | {verdict} |"
+        )
+    return out
 
 
 def _render_per_model(rows: list[dict[str, Any]]) -> list[str]:
@@ -775,13 +853,17 @@ def main() -> None:
             saved = {"results": saved, "wall_s": args.wall_min * 60, "commit": args.commit}
         if args.scale:
             saved["scale"] = scale_checks()
-            Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
+        saved["floors"] = floor_rows(saved["results"])
+        Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
         text = render(
             saved["results"],
             saved["wall_s"],
             saved["commit"],
             saved.get("scale"),
             saved.get("reused"),
+            saved.get("finished_at"),
+            saved["floors"],
+            saved.get("machine"),
         )
         Path(args.out).write_text(text)
         print(f"wrote {args.out}")
@@ -813,7 +895,13 @@ def main() -> None:
     old = {r["scenario"]: r for r in previous["results"]} if previous else {}
     results = [merge_rows(by_name[s.name], old.get(s.name)) for s in chosen]
     wall = time.perf_counter() - started
-    saved = {"results": results, "wall_s": wall, "commit": commit}
+    saved = {
+        "results": results,
+        "wall_s": wall,
+        "commit": commit,
+        "finished_at": _now(),
+        "machine": this_machine(),
+    }
     if previous is not None:
         saved["reused"] = {
             "commit": previous["commit"],
@@ -826,10 +914,20 @@ def main() -> None:
         # The scale checks replay only ours and the oracle, whose rows were kept (so git
         # shows nothing they run has changed): they stand, named by the run they are from.
         saved["scale"] = {"commit": previous["commit"], **previous["scale"]}
+    saved["floors"] = floor_rows(results)
     Path(args.json).write_text(json.dumps(saved, indent=1, default=float) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
-        render(results, wall, commit, saved.get("scale"), saved.get("reused"))
+        render(
+            results,
+            wall,
+            commit,
+            saved.get("scale"),
+            saved.get("reused"),
+            saved["finished_at"],
+            saved["floors"],
+            saved["machine"],
+        )
     )
     print(f"wrote {args.out} and {args.json} in {wall / 60:.1f} min")
 

@@ -32,3 +32,9 @@ def bench() -> ModuleType:
 def heldout(bench: ModuleType) -> ModuleType:
     """bench/heldout.py (importing the ``bench`` fixture's module)."""
     return _load("heldout")
+
+
+@pytest.fixture(scope="module")
+def floor(bench: ModuleType) -> ModuleType:
+    """bench/floor.py (importing the ``bench`` fixture's module)."""
+    return _load("floor")

@@ -86,8 +86,8 @@ def test_reuse_checks_the_commit_each_kept_row_was_measured_at(
     if root.returncode != 0 or not root.stdout.strip():
         pytest.skip("not a git checkout with history")
     first = root.stdout.split()[0]  # everything has changed since the first commit
-    saved = {"results": [_scenario({n: 1.0 for n in bench.ALL}, first)], "commit": first}
-    saved["wall_s"] = 60.0
+    results = [_scenario({n: 1.0 for n in bench.ALL}, first)]
+    saved = {"results": results, "commit": first, "wall_s": 60.0}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(saved))
     chosen = [bench.Scenario("s", (), "note")]
