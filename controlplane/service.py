@@ -28,6 +28,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler import Autoscaler, Decision, GpucapAutoscaler
+from controlplane.decider_code import UNKNOWN, decider_code
 from controlplane.pools import pools_for_policy
 from controlplane.replay import Replayed, ReplayError, replay
 from controlplane.store.db import Store
@@ -199,6 +200,19 @@ class ReplayView:
     record: DecisionRecord
     autoscaler: str
     result: Replayed
+    running_code: str  # the replaying decider's code fingerprint (controlplane.decider_code)
+    recorded_decider: str | None = None  # name and code in the record (None: predates them)
+    recorded_code: str | None = None
+
+    @property
+    def same_code(self) -> bool | None:
+        """Whether the record was made by this very decider code; None where unknown."""
+        if self.recorded_code is None or UNKNOWN in (self.recorded_code, self.running_code):
+            return None
+        return self.recorded_code == self.running_code and self.recorded_decider in (
+            None,
+            self.autoscaler,
+        )
 
 
 # Which ModelSpec fields an UpdateModel mask may name (top level only).
@@ -731,7 +745,12 @@ class ControlPlaneService:
             raise FailedPreconditionError(
                 f"decision {decision_id} cannot be replayed: {why}"
             ) from exc
-        return ReplayView(record, self._autoscaler.name, result)
+        made_by = record.inputs.get("decider")
+        name = code = None
+        if isinstance(made_by, dict):
+            name = str(made_by["name"]) if made_by.get("name") else None
+            code = str(made_by["code"]) if made_by.get("code") else None
+        return ReplayView(record, self._autoscaler.name, result, decider_code(), name, code)
 
     # ---------------------------------------------------------------- fleet
 

@@ -26,6 +26,7 @@ from controlplane.cli.remote import (
     daemon,
     print_json,
 )
+from controlplane.decider_code import UNKNOWN
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 
@@ -165,3 +166,21 @@ def replay(
     for label, o in (("recorded", resp.recorded), ("replayed", resp.replayed)):
         table.add_row(label, str(o.desired), o.reason, o.detail or "-")
     out.print(table)
+    out.print(_code_verdict(resp))
+
+
+def _code_verdict(resp: pb.ReplayDecisionResponse) -> str:
+    """Whether the decider code changed since the decision: what a difference means."""
+    now = f"{resp.autoscaler} {resp.running_code}"
+    if UNKNOWN in (resp.recorded_code, resp.running_code):
+        return "decider code: cannot be compared (a source that could not be read)"
+    if not resp.recorded_code:
+        return f"decider code: not recorded with this decision (older record); running {now}"
+    then = f"{resp.recorded_decider or resp.autoscaler} {resp.recorded_code}"
+    if then != now:
+        return f"decider code: changed since the decision (recorded {then}, running {now})" + (
+            "; a different decision can come from that" if not resp.matches else ""
+        )
+    return f"decider code: the same as at the decision ({now})" + (
+        "" if resp.matches else "; deciders are pure, so a different decision is a bug"
+    )

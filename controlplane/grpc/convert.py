@@ -286,4 +286,7 @@ def replay(view: ReplayView) -> pb.ReplayDecisionResponse:
         replayed=outcome(view.result.replayed),
         matches=view.result.matches,
         autoscaler=view.autoscaler,
+        recorded_decider=view.recorded_decider or "",
+        recorded_code=view.recorded_code or "",
+        running_code=view.running_code,
     )

@@ -17,6 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from autoscaler.types import AutoscalerInput, Decision
 from coldstart import expected_ready_from
 from coldstart.observed import Launch, times_to_ready
+from controlplane.decider_code import decider_code
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.views import (
     LIVE_VALUES,
@@ -171,7 +172,7 @@ class ControlLoop:
                             desired=decision.desired,
                             reason=decision.reason,
                             detail=decision.detail,
-                            inputs=_autoscale_inputs(inp, state_before),
+                            inputs=_autoscale_inputs(inp, state_before, ctx.autoscaler.name),
                         )
                     )
                     log.info(
@@ -789,9 +790,10 @@ def _snapshot(n: Node, model: str, reservation: str | None) -> _NodeSnapshot:
     )
 
 
-def _autoscale_inputs(inp: AutoscalerInput, state: dict[str, Any]) -> dict[str, Any]:
+def _autoscale_inputs(inp: AutoscalerInput, state: dict[str, Any], decider: str) -> dict[str, Any]:
     """Enough to replay the decision: the whole window, counts, spec, cold-start estimate
-    and the decider's state before it (``controlplane.replay`` rebuilds the input)."""
+    and the decider's state before it (``controlplane.replay`` rebuilds the input), and
+    which decider code made it (a replay that differs can then say whether it changed)."""
     from dataclasses import asdict
 
     from autoscaler.types import NoData
@@ -809,4 +811,5 @@ def _autoscale_inputs(inp: AutoscalerInput, state: dict[str, Any]) -> dict[str, 
         "cold_start_s": inp.cold_start_s,
         "model": inp.model,
         "state": state,
+        "decider": {"name": decider, "code": decider_code()},
     }

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from controlplane.decider_code import UNKNOWN, decider_code
 from controlplane.service import (
     ControlPlaneService,
     FailedPreconditionError,
@@ -203,6 +204,43 @@ def test_replay_reproduces_every_recorded_autoscaler_decision(
             record.reason,
         )
         assert view.result.replayed.detail == record.detail
+        # Recorded with the decider and its code, which is the code replaying it.
+        assert record.inputs["decider"] == {"name": "ours", "code": decider_code()}
+        assert view.same_code is True and view.recorded_code == view.running_code
+
+
+def test_replay_says_whether_the_decider_code_changed(
+    decided: ControlPlaneService, store: Store
+) -> None:
+    source = next(d for d in _records(store) if d.reason == "wake")
+    inputs = dict(source.inputs)
+    variants = {
+        "changed": {**inputs, "decider": {"name": "ours", "code": "0123456789ab"}},
+        "other decider": {**inputs, "decider": {"name": "knative", "code": decider_code()}},
+        "older record": {k: v for k, v in inputs.items() if k != "decider"},
+        "unreadable": {**inputs, "decider": {"name": "ours", "code": UNKNOWN}},
+    }
+    ids = {}
+    with store.session() as s:
+        for label, variant in variants.items():
+            row = DecisionRecord(
+                at=source.at, kind="autoscale", customer=source.customer, model=source.model,
+                desired=source.desired, reason=source.reason, detail=source.detail,
+                inputs=variant,
+            )  # fmt: skip
+            s.add(row)
+            s.flush()
+            ids[label] = row.id
+    same = {label: decided.replay_decision(i).same_code for label, i in ids.items()}
+    assert same == {
+        "changed": False,
+        "other decider": False,
+        "older record": None,
+        "unreadable": None,
+    }
+    changed = decided.replay_decision(ids["changed"])
+    assert (changed.recorded_decider, changed.recorded_code) == ("ours", "0123456789ab")
+    assert changed.result.matches  # (the code changed, yet this decision did not)
 
 
 def test_replay_reports_a_mismatch(decided: ControlPlaneService, store: Store) -> None:

@@ -84,9 +84,12 @@ def test_replay_shows_recorded_and_replayed(
     lines = shown.stdout.splitlines()
     assert any("recorded" in ln and "wake" in ln for ln in lines)
     assert any("replayed" in ln and "wake" in ln for ln in lines)
+    assert "decider code: the same as at the decision (ours " in shown.stdout
 
     data = json.loads(gpucap("decisions", "replay", str(wake["id"]), "-o", "json").stdout)
     assert data["matches"] is True and data["autoscaler"] == "ours"
+    assert data["recorded_decider"] == "ours"
+    assert data["recorded_code"] == data["running_code"] and len(data["running_code"]) == 12
     assert data["recorded"]["reason"] == data["replayed"]["reason"] == "wake"
     assert data["recorded"]["desired"] == data["replayed"]["desired"] > 0
 
