@@ -104,6 +104,8 @@ class GpucapAutoscaler:
     # metrics and decides every 5 s (conservative next to Knative's 1 s scrape / 2 s tick).
     tick_s: float = 5.0
     metric_lag_s: float = 5.0
+    metric_push_s: float = 0.0  # scraped, not pushed in batches
+    metric_push_phase_s: float = 0.0
     window_s: float = 60.0  # needs the stable window of samples (ScalingSpec.stable_window_s)
     wakes_on_arrival: bool = True
     # Scale-down waits this many cold starts of lower need (1.0 = the ski-rental break-even).

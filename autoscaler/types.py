@@ -160,6 +160,9 @@ class Knob:
 class TimedAutoscaler(Autoscaler, Protocol):
     """An autoscaler as the simulator runs it: at its own decision interval (``tick_s``),
     on metrics ``metric_lag_s`` old, with a window of at least ``window_s`` of samples.
+    ``metric_push_s`` > 0: the metrics reach the decider in batches, every ``metric_push_s``
+    at ``metric_push_phase_s`` past a multiple of it (Ray Serve's pushes, SkyServe's load
+    balancer syncs), so what it sees ends at the last batch (then ``metric_lag_s`` is 0).
     ``wakes_on_arrival``: it is also called at once when a request reaches a model with no
     live replica (Knative's activator "poke"; gpucap's immediate wake)."""
 
@@ -167,6 +170,10 @@ class TimedAutoscaler(Autoscaler, Protocol):
     def tick_s(self) -> float: ...
     @property
     def metric_lag_s(self) -> float: ...
+    @property
+    def metric_push_s(self) -> float: ...
+    @property
+    def metric_push_phase_s(self) -> float: ...
     @property
     def window_s(self) -> float: ...
     @property

@@ -44,6 +44,8 @@ class HpaAutoscaler:
     tick_s: float = 15.0  # §4.1: sync period
     # §7: one Prometheus scrape plus the poll; the 15 s scrape interval is [inferred].
     metric_lag_s: float = 15.0
+    metric_push_s: float = 0.0
+    metric_push_phase_s: float = 0.0
     window_s: float = 15.0  # the metric read at a sync: its average over one sync period
     wakes_on_arrival: bool = False
     knob: Knob = Knob(

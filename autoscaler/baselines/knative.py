@@ -62,6 +62,8 @@ class KnativeAutoscaler:
     config: KnativeConfig = field(default_factory=KnativeConfig)
     tick_s: float = 2.0  # §1.1: tickInterval 2 s
     metric_lag_s: float = 1.0  # §1.1 / §7: 1 s scrape
+    metric_push_s: float = 0.0
+    metric_push_phase_s: float = 0.0
     window_s: float = 60.0  # §1.1: the stable window
     wakes_on_arrival: bool = True  # §1.1: MultiScaler.Poke decides at once from scale 0
     knob: Knob = Knob(

@@ -38,7 +38,11 @@ class RayServeAutoscaler:
     name: str = "rayserve"
     config: RayServeConfig = field(default_factory=RayServeConfig)
     tick_s: float = 0.1  # §3.2: CONTROL_LOOP_INTERVAL_S
-    metric_lag_s: float = 10.0  # §3.1: metrics pushed to the controller every 10 s
+    # §3.1: metrics pushed to the controller every 10 s ("adds up to about 10 s of lag"):
+    # the 0.1 s loop sees them up to the last push, 0-10 s old.
+    metric_lag_s: float = 0.0
+    metric_push_s: float = 10.0
+    metric_push_phase_s: float = 0.0  # (the loop is 100x faster: any phase gives the same)
     window_s: float = 30.0  # §3.1: look_back_period_s
     wakes_on_arrival: bool = False
     knob: Knob = Knob(

@@ -67,7 +67,12 @@ class SkyServeAutoscaler:
     # Called every 5 s (the decision interval at target 0); at a target > 0 it decides
     # only every 20 s and holds in between (§2 constants).
     tick_s: float = 5.0
-    metric_lag_s: float = 20.0  # §2.1: LB ships timestamps every 20 s (LB_CONTROLLER_SYNC)
+    # §2 LB_CONTROLLER_SYNC_INTERVAL_SECONDS: the load balancer ships request timestamps every
+    # 20 s, so a decision sees them up to the last sync ("up to 20 s stale", §2.1). The sync
+    # and decision loops start independently: half a period apart, the expected offset.
+    metric_lag_s: float = 0.0
+    metric_push_s: float = 20.0
+    metric_push_phase_s: float = 10.0
     window_s: float = 60.0
     wakes_on_arrival: bool = False
     knob: Knob = Knob(

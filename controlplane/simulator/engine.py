@@ -15,7 +15,8 @@ reader's seed). Rules every autoscaler shares, only the decision logic differs:
   first), then drains the ready ones with the least work left; a draining replica takes no
   new requests and is released when its last request ends.
 - The autoscaler decides every ``tick_s`` from the scrape samples that end at or before
-  ``now - metric_lag_s`` (scrape interval from the fleet). A model with no replica, no
+  ``now - metric_lag_s`` (scrape interval from the fleet), or, where metrics reach it in
+  batches every ``metric_push_s``, at or before the last batch. A model with no replica, no
   request waiting and a decision of 0 sleeps: it costs no work until its next request
   (minus ``wake_lead_s``), which wakes it. An autoscaler that ``wakes_on_arrival`` then
   decides at once and also sees a fresh sample of the waiting request (Knative's activator
@@ -215,6 +216,8 @@ class Engine:
         tick_s: float,
         metric_lag_s: float,
         scrape_interval_s: float,
+        metric_push_s: float = 0.0,
+        metric_push_phase_s: float = 0.0,
         history_s: float = 120.0,
         wakes_on_arrival: bool = True,
         wake_lead_s: float | Callable[[str], float] = 0.0,
@@ -231,6 +234,8 @@ class Engine:
         self.capacity = capacity
         self.tick_s = tick_s
         self.lag = max(0.0, metric_lag_s)
+        self.push = max(0.0, metric_push_s)
+        self.push_phase = metric_push_phase_s
         self.dt = scrape_interval_s
         self.end_s = end_s
         self.t0 = measure_from_s  # warm-up before this: not charged, not counted
@@ -422,7 +427,11 @@ class Engine:
         metrics: MetricsWindow | NoData = NoData("this autoscaler reads no metrics")
         meter = ms.meter
         if meter is not None:
-            upto = math.floor((now - self.lag) / self.dt + 1e-9)
+            seen = now - self.lag
+            if self.push > 0:  # delivered in batches: up to the last one
+                batches = math.floor((seen - self.push_phase) / self.push + 1e-9)
+                seen = batches * self.push + self.push_phase
+            upto = math.floor(seen / self.dt + 1e-9)
             if upto > meter.next_bin:
                 meter.update(ms.starts, upto)
             samples = meter.window()

@@ -143,6 +143,8 @@ class Simulation:
                 capacity,
                 tick_s=auto.tick_s,
                 metric_lag_s=auto.metric_lag_s,
+                metric_push_s=auto.metric_push_s,
+                metric_push_phase_s=auto.metric_push_phase_s,
                 scrape_interval_s=scrape,
                 history_s=auto.window_s + 2 * scrape,
                 wakes_on_arrival=auto.wakes_on_arrival,

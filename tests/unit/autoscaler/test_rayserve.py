@@ -31,7 +31,8 @@ def test_defaults_match_the_reference() -> None:
     assert (cfg.look_back_period_s, cfg.upscale_delay_s, cfg.downscale_delay_s) == (30, 30, 600)
     assert cfg.downscale_to_zero_delay_s is None
     assert (cfg.upscaling_factor, cfg.downscaling_factor) == (1.0, 1.0)
-    assert (RAY.tick_s, RAY.metric_lag_s) == (0.1, 10.0)
+    # Metrics pushed to the controller every 10 s (§3.1), decided on every 0.1 s (§3.2).
+    assert (RAY.tick_s, RAY.metric_lag_s, RAY.metric_push_s) == (0.1, 0.0, 10.0)
 
 
 @pytest.mark.parametrize("dt", [0.1, 1.0])

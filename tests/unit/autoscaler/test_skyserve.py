@@ -30,7 +30,8 @@ def test_defaults_match_the_reference() -> None:
     cfg = SkyServeConfig()
     assert (cfg.qps_window_s, cfg.decision_interval_s, cfg.no_replica_interval_s) == (60, 20, 5)
     assert (cfg.upscale_threshold, cfg.downscale_threshold) == (15, 60)
-    assert SKY.metric_lag_s == 20.0
+    # Timestamps reach the controller with the load balancer's sync every 20 s (§2).
+    assert (SKY.metric_lag_s, SKY.metric_push_s, SKY.metric_push_phase_s) == (0.0, 20.0, 10.0)
     assert target_qps_per_replica(SPEC) == QPS_PER_REPLICA
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autoscaler.types import MetricsWindow
 from tests.unit.simulator.helpers import Scripted, busy_in_last_sample, engine, model
 
 
@@ -64,6 +65,32 @@ def test_without_wake_on_arrival_it_waits_for_its_own_tick_and_lag() -> None:
     # Asleep until its tick at 15; the sample of [10, 11) is visible from t=14, so it
     # scales at 15: ready at 115, the request waits 104.5 s.
     np.testing.assert_allclose(out.models["m"].waits, [104.5])
+
+
+@pytest.mark.parametrize(
+    ("phase", "seen_at"),
+    [
+        # Batches at 0, 10, 20, ...: the sample of [10, 11) arrives with the batch at 20,
+        # seen at the 20 s tick; ready at 120, the request waits 109.5 s.
+        (0.0, 20),
+        # Batches at 5, 15, ...: it arrives at 15 (and is seen there).
+        (5.0, 15),
+    ],
+)
+def test_metrics_pushed_in_batches_are_seen_from_the_next_batch(phase: float, seen_at: int) -> None:
+    auto = Scripted(busy_in_last_sample)
+    run = model([10.5], 5.0, slo_s=2.0)
+    out = engine(
+        [run], auto, end_s=300.0, tick_s=5.0, push_s=10.0, push_phase_s=phase, wakes=False
+    ).run()
+    np.testing.assert_allclose(out.models["m"].waits, [seen_at + 100 - 10.5])
+    # Between batches the newest sample stays where the last batch ended.
+    newest = {
+        round(inp.now): inp.metrics.samples[-1].t  # type: ignore[union-attr]
+        for inp in auto.seen
+        if isinstance(inp.metrics, MetricsWindow)
+    }
+    assert newest[seen_at] == newest[seen_at + 5] != newest[seen_at + 10]
 
 
 def test_drain_charges_until_the_last_request_ends() -> None:
