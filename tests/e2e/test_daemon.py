@@ -88,17 +88,23 @@ def demo(tmp_path: Path) -> Iterator[Running]:
         d.proc.kill()
 
 
-def test_demo_scales_across_two_clouds_within_a_minute_and_stops_cleanly(demo: Running):
+# The demo runs in real time: alone, its second cloud's node is ready about 35 s in. The
+# deadline leaves room for a loaded 2-core CI machine (two test workers beside the daemon
+# and each CLI call's own process); it bounds the wait, it does not measure the demo.
+DEMO_DEADLINE_S = 120
+
+
+def test_demo_scales_across_two_clouds_and_stops_cleanly(demo: Running):
     t0 = time.monotonic()
     clouds: set[str] = set()
     scaled = False
-    while time.monotonic() - t0 < 60 and not (scaled and len(clouds) >= 2):
+    while time.monotonic() - t0 < DEMO_DEADLINE_S and not (scaled and len(clouds) >= 2):
         models = cli(demo.addr, "models")["models"]
         scaled = any(int(m.get("desired_replicas", 0)) > 1 for m in models)
         nodes = cli(demo.addr, "nodes")["nodes"]
         clouds = {n["cloud"] for n in nodes if n["state"] == "ready"}
         time.sleep(1)
-    assert scaled, "no model scaled above one replica within 60 s"
+    assert scaled, f"no model scaled above one replica within {DEMO_DEADLINE_S} s"
     assert len(clouds) >= 2, f"ready nodes in {clouds} only"
 
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{demo.metrics}/metrics").read().decode()
