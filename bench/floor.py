@@ -16,7 +16,8 @@ its release, ``engine.py``; outside the windows at least ``n`` are charged). Rea
 only come back as new ones, each charged while it starts: from its request, or from the
 span's opening if asked for before it -- so for a whole cold start, or from the opening to
 its return. A window that ends with replicas coming back (``k`` of them, ``n - k`` or more
-ready in it) thus saves at most ``k * (length - C)``: nothing unless it is longer than ``C``.
+ready in it) thus saves at most ``k`` times its length less a cold start (or less the time
+from the opening): nothing unless it is longer than ``C``.
 One that lasts to the span's end saves at most ``n`` times its length. Misses in a window are
 at least those of first-come-first-served over ``n - 1`` replicas' slots started empty at
 its opening and freed at its close, counting the requests that arrive in it: more slots,
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import json
 import math
 import sys
@@ -142,17 +144,10 @@ def floor(loads: Sequence[Load], budget_gpu_h: float, target: float) -> Floor:
     options = [[(0.0, 0), *m.ends, (math.inf, m.middle)] for m in models]
     least = min(
         sum(misses for _, misses in choice)
-        for choice in _product(options)
+        for choice in itertools.product(*options)
         if sum(saved for saved, _ in choice) >= deficit
     )
     return Floor(deficit, allowed, least, models)
-
-
-def _product(options: list[list[tuple[float, int]]]) -> list[tuple[tuple[float, int], ...]]:
-    out: list[tuple[tuple[float, int], ...]] = [()]
-    for opts in options:
-        out = [(*prefix, o) for prefix in out for o in opts]
-    return out
 
 
 def loads_of(sim: bench.Simulation) -> list[Load]:
