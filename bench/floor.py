@@ -170,18 +170,39 @@ def loads_of(sim: bench.Simulation) -> list[Load]:
     return loads
 
 
-def best_peer(results: dict[str, Any], scenario: str) -> tuple[str, float] | None:
-    """The peer with the least GPU-hours at the target in a bench results file."""
-    for res in results["results"]:
-        if res["scenario"] != scenario:
-            continue
-        peers = [
-            (row["autoscaler"], row["best"]["gpu_hours"])
-            for row in res["rows"]
-            if row["autoscaler"] not in ("ours", "oracle") and row["best"]
-        ]
-        return min(peers, key=lambda p: p[1]) if peers else None
-    return None
+def row(name: str, sim: bench.Simulation, budget_gpu_h: float, source: str) -> dict[str, Any]:
+    """One scenario's bound at a budget (``source``: where the budget comes from), as the
+    bench saves it in ``results.json``."""
+    f = floor(loads_of(sim), budget_gpu_h, bench.SLO_TARGET)
+    return {
+        "scenario": name,
+        "budget_gpu_hours": budget_gpu_h,
+        "budget_source": source,
+        "replicas": {m.load.name: m.n for m in f.models},
+        "to_save_gpu_hours": max(0.0, f.deficit_gpu_s) / 3600,
+        "least_misses": min(f.least_misses, NEVER),
+        "allowed": f.allowed,
+        "rules_out": f.rules_out,
+    }
+
+
+def table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """:func:`row` results as a Markdown table."""
+    out = [
+        "| trace | budget GPU-h | replicas n | to save below n, GPU-h | fewest misses within "
+        f"budget | misses allowed at {bench.SLO_TARGET} | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ns = ", ".join(f"{m} {n}" for m, n in r["replicas"].items())
+        least = r["least_misses"]
+        shown = f"{least:,}" if least < NEVER else "no replay saves that much"
+        verdict = "**cannot be met**" if r["rules_out"] else "not ruled out by this bound"
+        out.append(
+            f"| {r['scenario']} | {r['budget_gpu_hours']:.1f} ({r['budget_source']}) | {ns} "
+            f"| {r['to_save_gpu_hours']:.1f} | {shown} | {r['allowed']:,} | {verdict} |"
+        )
+    return out
 
 
 def main() -> None:
@@ -195,34 +216,25 @@ def main() -> None:
     ap.add_argument("--traces", default=str(bench.TRACES), help="the shared traces folder")
     args = ap.parse_args()
     bench._traces_dir = Path(args.traces)
-    results = json.loads(Path(args.results).read_text()) if args.budget is None else {}
+    saved = json.loads(Path(args.results).read_text()) if args.budget is None else {}
+    by_result = {res["scenario"]: res for res in saved.get("results", [])}
     by_name = {s.name: s for s in bench.SCENARIOS}
     unknown = [name for name in args.only if name not in by_name]
     if unknown:
         raise SystemExit(f"unknown scenario {unknown[0]!r} (scenarios: {', '.join(by_name)})")
-    print(f"SLO attainment >= {bench.SLO_TARGET}; cold starts and fleets as the bench's.\n")
-    print(
-        "| scenario | budget GPU-h | replicas n | to save below n, GPU-h | fewest misses "
-        "within budget | misses allowed | verdict |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    out = table([])
     for name in args.only:
         if args.budget is not None:
             budget, source = args.budget, "given"
         else:
-            peer = best_peer(results, name)
+            peer = bench.best_peer(by_result[name]) if name in by_result else None
             if peer is None:
-                print(f"| {name} | no peer reaches the target in {args.results} | | | | | |")
+                out.append(f"| {name} | no peer reaches the target in {args.results} | | | | | |")
                 continue
             budget, source = args.ratio * peer[1], f"{args.ratio:g} x {peer[0]} {peer[1]:.1f}"
-        f = floor(loads_of(bench.simulation(by_name[name])), budget, bench.SLO_TARGET)
-        ns = ", ".join(f"{m.load.name} {m.n}" for m in f.models)
-        least = f"{f.least_misses:,}" if f.least_misses < NEVER else "no replay saves that much"
-        verdict = "**cannot be met**" if f.rules_out else "not ruled out by this bound"
-        print(
-            f"| {name} | {budget:.1f} ({source}) | {ns} | {max(0.0, f.deficit_gpu_s) / 3600:.1f} "
-            f"| {least} | {f.allowed:,} | {verdict} |"
-        )
+        out += table([row(name, bench.simulation(by_name[name]), budget, source)])[2:]
+    print(f"SLO attainment >= {bench.SLO_TARGET}; cold starts and fleets as the bench's.\n")
+    print("\n".join(out))
 
 
 if __name__ == "__main__":

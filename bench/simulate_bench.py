@@ -615,11 +615,8 @@ def render(
         rows = {r["autoscaler"]: r for r in res["rows"]}
         ours = rows["ours"]["best"]
         oracle = rows[ORACLE]["best"]
-        peers = [
-            rows[n]["best"]["gpu_hours"]
-            for n in ("knative", "skyserve", "rayserve", "hpa")
-            if rows[n]["best"] is not None
-        ]
+        peer = best_peer(res)
+        peers = [peer[1]] if peer else []
         tp = res["throughput"]
         if ours is None:
             vs_peer = vs_oracle = "ours misses 0.99"
@@ -712,6 +709,17 @@ def render(
     return "\n".join(out)
 
 
+def best_peer(res: dict[str, Any]) -> tuple[str, float] | None:
+    """One scenario's peer (not ours, not the oracle) with the least GPU-hours at the target:
+    (name, GPU-hours); None where no peer reaches it."""
+    peers = [
+        (row["autoscaler"], row["best"]["gpu_hours"])
+        for row in res["rows"]
+        if row["autoscaler"] not in ("ours", ORACLE) and row["best"] is not None
+    ]
+    return min(peers, key=lambda p: p[1]) if peers else None
+
+
 def _now() -> str:
     return f"{datetime.now(UTC):%Y-%m-%d %H:%M}"
 
@@ -731,34 +739,23 @@ def floor_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     where it is practical (a few replicas)."""
     import floor  # (imports this module: not at the top)
 
-    rows = []
+    by_result = {res["scenario"]: res for res in results}
     by_name = {s.name: s for s in SCENARIOS}
+    rows = []
     for name in floor.DEFAULT_SCENARIOS:
-        peer = floor.best_peer({"results": results}, name)
-        if name not in by_name or peer is None:
-            continue
-        budget = 0.75 * peer[1]
-        f = floor.floor(floor.loads_of(simulation(by_name[name])), budget, SLO_TARGET)
-        rows.append(
-            {
-                "scenario": name,
-                "peer": peer[0],
-                "peer_gpu_hours": peer[1],
-                "budget_gpu_hours": budget,
-                "replicas": {m.load.name: m.n for m in f.models},
-                "to_save_gpu_hours": max(0.0, f.deficit_gpu_s) / 3600,
-                "least_misses": min(f.least_misses, floor.NEVER),
-                "allowed": f.allowed,
-                "rules_out": f.rules_out,
-            }
-        )
+        peer = best_peer(by_result[name]) if name in by_result else None
+        if peer is not None:
+            budget = (0.75 * peer[1], f"0.75 x {peer[0]} {peer[1]:.1f}")
+            rows.append(floor.row(name, simulation(by_name[name]), *budget))
     return rows
 
 
 def render_floors(floors: list[dict[str, Any]]) -> list[str]:
     if not floors:
         return []
-    out = [
+    import floor  # (imports this module: not at the top)
+
+    return [
         "",
         "A proof where the oracle's sign is not enough: `bench/floor.py` counts the fewest "
         "requests that *any* replay must leave late to spend no more than 0.75 x the best "
@@ -770,19 +767,8 @@ def render_floors(floors: list[dict[str, Any]]) -> list[str]:
         "those misses exceed what the SLO target allows, no autoscaler can meet the peer "
         "target, clairvoyant or not:",
         "",
-        "| trace | budget GPU-h (0.75 x best peer) | replicas n | to save below n, GPU-h "
-        "| fewest misses within budget | misses allowed at 0.99 | verdict |",
-        "|---|---|---|---|---|---|---|",
+        *floor.table(floors),
     ]
-    for f in floors:
-        ns = ", ".join(f"{m} {n}" for m, n in f["replicas"].items())
-        verdict = "**cannot be met**" if f["rules_out"] else "not ruled out by this bound"
-        out.append(
-            f"| {f['scenario']} | {f['budget_gpu_hours']:.1f} (0.75 x {f['peer']} "
-            f"{f['peer_gpu_hours']:.1f}) | {ns} | {f['to_save_gpu_hours']:.1f} "
-            f"| {f['least_misses']:,} | {f['allowed']:,} | {verdict} |"
-        )
-    return out
 
 
 def _render_per_model(rows: list[dict[str, Any]]) -> list[str]:
