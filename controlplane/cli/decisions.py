@@ -172,12 +172,12 @@ def replay(
 def _code_verdict(resp: pb.ReplayDecisionResponse) -> str:
     """Whether the decider code changed since the decision: what a difference means."""
     now = f"{resp.autoscaler} {resp.running_code}"
-    if UNKNOWN in (resp.recorded_code, resp.running_code):
+    if not resp.HasField("same_code"):
+        if not resp.recorded_code and resp.running_code != UNKNOWN:
+            return f"decider code: not recorded with this decision (older record); running {now}"
         return "decider code: cannot be compared (a source that could not be read)"
-    if not resp.recorded_code:
-        return f"decider code: not recorded with this decision (older record); running {now}"
-    then = f"{resp.recorded_decider or resp.autoscaler} {resp.recorded_code}"
-    if then != now:
+    if not resp.same_code:
+        then = f"{resp.recorded_decider or resp.autoscaler} {resp.recorded_code}"
         return f"decider code: changed since the decision (recorded {then}, running {now})" + (
             "; a different decision can come from that" if not resp.matches else ""
         )

@@ -289,4 +289,5 @@ def replay(view: ReplayView) -> pb.ReplayDecisionResponse:
         recorded_decider=view.recorded_decider or "",
         recorded_code=view.recorded_code or "",
         running_code=view.running_code,
+        same_code=view.same_code,
     )

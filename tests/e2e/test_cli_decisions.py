@@ -90,6 +90,7 @@ def test_replay_shows_recorded_and_replayed(
     assert data["matches"] is True and data["autoscaler"] == "ours"
     assert data["recorded_decider"] == "ours"
     assert data["recorded_code"] == data["running_code"] and len(data["running_code"]) == 12
+    assert data["same_code"] is True
     assert data["recorded"]["reason"] == data["replayed"]["reason"] == "wake"
     assert data["recorded"]["desired"] == data["replayed"]["desired"] > 0
 

@@ -529,7 +529,7 @@ class DecisionOutcome(_message.Message):
     def __init__(self, desired: _Optional[int] = ..., reason: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ReplayDecisionResponse(_message.Message):
-    __slots__ = ("decision", "recorded", "replayed", "matches", "autoscaler", "recorded_decider", "recorded_code", "running_code")
+    __slots__ = ("decision", "recorded", "replayed", "matches", "autoscaler", "recorded_decider", "recorded_code", "running_code", "same_code")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     RECORDED_FIELD_NUMBER: _ClassVar[int]
     REPLAYED_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +538,7 @@ class ReplayDecisionResponse(_message.Message):
     RECORDED_DECIDER_FIELD_NUMBER: _ClassVar[int]
     RECORDED_CODE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_CODE_FIELD_NUMBER: _ClassVar[int]
+    SAME_CODE_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     recorded: DecisionOutcome
     replayed: DecisionOutcome
@@ -546,7 +547,8 @@ class ReplayDecisionResponse(_message.Message):
     recorded_decider: str
     recorded_code: str
     running_code: str
-    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., recorded: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., replayed: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., matches: _Optional[bool] = ..., autoscaler: _Optional[str] = ..., recorded_decider: _Optional[str] = ..., recorded_code: _Optional[str] = ..., running_code: _Optional[str] = ...) -> None: ...
+    same_code: bool
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., recorded: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., replayed: _Optional[_Union[DecisionOutcome, _Mapping]] = ..., matches: _Optional[bool] = ..., autoscaler: _Optional[str] = ..., recorded_decider: _Optional[str] = ..., recorded_code: _Optional[str] = ..., running_code: _Optional[str] = ..., same_code: _Optional[bool] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
