@@ -193,6 +193,7 @@ class Daemon:
             ("decide", self.loop.decide, t.decide_s),
             ("place", self.loop.place, t.place_s),
             ("reconcile", self.loop.reconcile, t.reconcile_s),
+            ("offerings", self.loop.refresh_offerings, t.offerings_every_s),
         ]
         for name, fn, every in jobs:
             sched.add_job(

@@ -5,23 +5,15 @@ when asking "why did it do that, and would it do it again?"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.types import (
-    Autoscaler,
-    AutoscalerInput,
-    Decision,
-    MetricsSample,
-    MetricsWindow,
-    NoData,
-    ReplicaCounts,
-    ScalingSpec,
-)
+from autoscaler.codec import CodecError, decode
+from autoscaler.types import Autoscaler, AutoscalerInput, Decision
 
 
-class ReplayError(ValueError):
-    """The record lacks what a replay needs (e.g. it predates recorded inputs)."""
+# The record lacks what a replay needs (e.g. it predates recorded inputs).
+ReplayError = CodecError
 
 
 @dataclass(frozen=True)
@@ -38,27 +30,8 @@ class Replayed:
 
 
 def autoscaler_input(inputs: dict[str, Any]) -> tuple[AutoscalerInput, dict[str, Any]]:
-    """The input and prior state recorded in ``decisions.inputs`` (see loop/jobs.py)."""
-    try:
-        metrics_raw = inputs["metrics"]
-        metrics: MetricsWindow | NoData
-        if "no_data" in metrics_raw:
-            metrics = NoData(str(metrics_raw["no_data"]))
-        else:
-            metrics = MetricsWindow(tuple(MetricsSample(**s) for s in metrics_raw["samples"]))
-        known = {f.name for f in fields(ScalingSpec)}
-        spec = ScalingSpec(**{k: v for k, v in inputs["spec"].items() if k in known})
-        inp = AutoscalerInput(
-            model=str(inputs.get("model", "")),
-            now=float(inputs["now"]),
-            metrics=metrics,
-            replicas=ReplicaCounts(**inputs["replicas"]),
-            spec=spec,
-            cold_start_s=float(inputs["cold_start_s"]),
-        )
-        return inp, dict(inputs.get("state") or {})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ReplayError(f"decision record cannot be replayed: {exc}") from exc
+    """The input and prior state recorded in ``decisions.inputs`` (``autoscaler.codec``)."""
+    return decode(inputs)
 
 
 def replay(autoscaler: Autoscaler, recorded: Decision, inputs: dict[str, Any]) -> Replayed:

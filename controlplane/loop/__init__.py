@@ -1,14 +1,18 @@
-"""The control loop: four jobs the daemon runs on their own intervals.
+"""The control loop: one module per job, each around pure transitions.
 
-    collect metrics ──> decide (autoscaler) ──> place (placement) ──> reconcile (providers)
-       MetricsSource      models.desired          replicas/nodes        nodes.state, pools
-                                                  rows = intent          blocked on errors
+    collect ──> decide ─────────> place ───────────> reconcile ─────────> providers
+    metrics     controlplane.     placement.plan      lifecycle.node        (create, describe,
+    source      scaling + the     (a whole customer   + lifecycle.blocking   terminate)
+                autoscaler        at once)            + lifecycle.gang
+                      └── snapshot.SnapshotReader ──┘
+    offerings (list_offerings -> availability cache)   gc (tagged orphans, expired blocks)
 
-Each job reads a fresh snapshot from the store, calls pure decision code, and writes its
-result back; none calls another. Level-triggered: a missed or coalesced tick needs no
-special handling, the next one sees the whole state again."""
+Each job loads a snapshot from the store, calls pure decision code, and writes its result
+back; none calls another. Level-triggered: a missed or coalesced tick needs no special
+handling, the next one sees the whole state again."""
 
+from controlplane.lifecycle.node import PROVISION_TIMEOUT
 from controlplane.loop.context import LoopContext, ProviderResolver, Tuning
-from controlplane.loop.jobs import ControlLoop
+from controlplane.loop.loop import ControlLoop
 
-__all__ = ["ControlLoop", "LoopContext", "ProviderResolver", "Tuning"]
+__all__ = ["PROVISION_TIMEOUT", "ControlLoop", "LoopContext", "ProviderResolver", "Tuning"]

@@ -39,6 +39,9 @@ class Tuning:
     place_s: float = 15.0
     reconcile_s: float = 10.0
     gc_every_s: float = 120.0
+    # How often each account's offerings are read (list_offerings): the zones a pool has and
+    # what the cloud says is unavailable. Minutes, like Karpenter's instance-type refresh.
+    offerings_every_s: float = 300.0
     # How long an offering stays blocked after an error (HOUSE-STYLE principle 7: remember a
     # shortage with a TTL; Karpenter's unavailable-offerings cache uses minutes).
     capacity_block_s: float = 180.0

@@ -1,25 +1,30 @@
-"""Conversions between store rows and the pure decision inputs. No I/O here: callers pass
-rows they loaded."""
+"""Conversions from the snapshot's facts to the pure decision inputs. No I/O here."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Protocol
 
 from autoscaler.types import ReplicaCounts, ScalingSpec
-from controlplane.loop.context import Tuning, epoch
+from controlplane.loop.context import Tuning
+from controlplane.loop.snapshot import PoolFacts, ReplicaFacts
 from controlplane.placement import PoolView, ReplicaView, capacity_units
 from controlplane.placement.plan import UNIT_EPS
-from controlplane.store.models import Node, Pool, Replica
 from schema.policy import Model as ModelSpec
 from schema.types import CapacityTier, NodeState
 
-LIVE = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY)
-LIVE_VALUES = tuple(s.value for s in LIVE)
+
+class _Shaped(Protocol):
+    @property
+    def gpu_shape(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
 
 
-def replica_counts(replicas: Iterable[Replica], spec: ModelSpec) -> ReplicaCounts:
+def replica_counts(replicas: Iterable[_Shaped], spec: ModelSpec) -> ReplicaCounts:
     """Replicas by state in capacity units of the model's first shape (placement's
     ``capacity_units``: a 96-slot replica is 1.5 next to a 64-slot first shape), rounded
     down cumulatively -- ready, then ready + starting, then all live -- so capacity is never
@@ -63,7 +68,7 @@ def scaling_spec(spec: ModelSpec, tuning: Tuning) -> ScalingSpec:
     )
 
 
-def pool_view(pool: Pool, nodes_in_use: int, cold_start_s: float) -> PoolView:
+def pool_view(pool: PoolFacts, nodes_in_use: int, cold_start_s: float) -> PoolView:
     return PoolView(
         id=pool.id,
         cloud=pool.cloud,
@@ -75,36 +80,18 @@ def pool_view(pool: Pool, nodes_in_use: int, cold_start_s: float) -> PoolView:
         price_usd_per_hour=pool.price_usd_per_hour,
         committed=pool.committed,
         cordoned=pool.cordoned,
-        unavailable_until=epoch(pool.unavailable_until),
+        unavailable_until=pool.blocked_until,
         nodes_in_use=nodes_in_use,
         cold_start_s=cold_start_s,
+        zone=pool.zone,
     )
 
 
-def replica_view(r: Replica) -> ReplicaView:
+def replica_view(r: ReplicaFacts) -> ReplicaView:
     return ReplicaView(
         id=r.id,
         pool_id=r.pool_id,
         gpu_shape=r.gpu_shape,
         ready=r.state == NodeState.READY,
-        created_at=epoch(r.created_at) or 0.0,
+        created_at=r.created_at,
     )
-
-
-def replica_state(nodes: list[Node], current: str) -> str:
-    """A replica is as far along as its slowest node; one failed node fails the gang."""
-    states = [NodeState(n.state) for n in nodes]
-    if not states:
-        return current
-    if current in (NodeState.DRAINING, NodeState.TERMINATING) or any(
-        s in (NodeState.DRAINING, NodeState.TERMINATING) for s in states
-    ):
-        if all(s.is_terminal for s in states):
-            return NodeState.TERMINATED.value
-        return NodeState.DRAINING.value
-    if any(s == NodeState.FAILED for s in states):
-        return NodeState.FAILED.value
-    if all(s == NodeState.TERMINATED for s in states):
-        return NodeState.TERMINATED.value
-    order = [NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY]
-    return min(states, key=lambda s: order.index(s) if s in order else 0).value

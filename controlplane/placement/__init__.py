@@ -6,8 +6,11 @@ each filter is a named function and every rejection is counted in the plan's exp
 Imports only ``schema``."""
 
 from controlplane.placement.plan import (
+    CustomerInput,
+    CustomerPlan,
     Drain,
     Launch,
+    ModelDemand,
     ModelView,
     PlacementInput,
     Plan,
@@ -16,11 +19,15 @@ from controlplane.placement.plan import (
     capacity_units,
     live_units,
     place,
+    plan,
 )
 
 __all__ = [
+    "CustomerInput",
+    "CustomerPlan",
     "Drain",
     "Launch",
+    "ModelDemand",
     "ModelView",
     "PlacementInput",
     "Plan",
@@ -29,4 +36,5 @@ __all__ = [
     "capacity_units",
     "live_units",
     "place",
+    "plan",
 ]

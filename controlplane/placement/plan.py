@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from schema.catalog import parse_gpu_shape
@@ -32,6 +32,9 @@ class PoolView:
     capacity_hint: int | None = None  # nodes we may still add, when known
     nodes_in_use: int = 0  # our live nodes in this pool (all models of the customer)
     cold_start_s: float = 0.0
+    # Where a launch goes: an open zone while some of the pool's zones are blocked
+    # (``controlplane.availability``); None lets the cloud pick.
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class Launch:
     nodes: int
     price_usd_per_hour: float
     reason: str
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +280,7 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
                 nodes=nodes,
                 price_usd_per_hour=pool.price_usd_per_hour * nodes,
                 reason=f"{tier.value} capacity, ${pool.price_usd_per_hour * nodes:.2f}/h",
+                zone=pool.zone,
             )
         )
         units += capacity_units(model, opt.shape)
@@ -328,3 +333,77 @@ def _drain(inp: PlacementInput, units: float) -> Plan:
 def _units_label(units: float) -> str:
     """A count of capacity units for details: ``3``, or ``2.5 units``."""
     return f"{units:g}" if abs(units - round(units)) < 1e-6 else f"{units:.2f} units"
+
+
+# ---- a whole customer at once ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelDemand:
+    """One model of a customer, as the customer's plan sees it."""
+
+    model: ModelView
+    desired: float  # capacity units, as PlacementInput.desired
+    replicas: tuple[ReplicaView, ...]  # live replicas
+    # This model's expected cold start in each pool (by pool id), for scoring.
+    cold_start_s: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CustomerInput:
+    customer: str
+    models: tuple[ModelDemand, ...]
+    pools: tuple[PoolView, ...]  # nodes_in_use: before this plan
+    overflow: Overflow
+    shared_replicas_in_use: int = 0
+    shared_usd_per_hour_in_use: float = 0.0
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class CustomerPlan:
+    plans: dict[str, Plan]  # by model name, in the order they were planned
+
+
+def plan(inp: CustomerInput) -> CustomerPlan:
+    """Every model of one customer, highest priority first (then by name): each model's
+    launches count against the pools' nodes and the overflow budget before the next model is
+    planned, so the caps hold for the customer as a whole (Karpenter's ``Solve``: one
+    simulation over all pending work, then the result is applied)."""
+    in_use = {p.id: p.nodes_in_use for p in inp.pools}
+    shared_replicas = inp.shared_replicas_in_use
+    shared_usd = inp.shared_usd_per_hour_in_use
+    pools = {p.id: p for p in inp.pools}
+    plans: dict[str, Plan] = {}
+    for demand in sorted(inp.models, key=lambda d: (-d.model.spec.priority, d.model.name)):
+        views = tuple(
+            replace(
+                p,
+                nodes_in_use=in_use[p.id],
+                # (a hint counts nodes still to add: what earlier models took is gone)
+                capacity_hint=None
+                if p.capacity_hint is None
+                else max(0, p.capacity_hint - (in_use[p.id] - p.nodes_in_use)),
+                cold_start_s=demand.cold_start_s.get(p.id, p.cold_start_s),
+            )
+            for p in inp.pools
+        )
+        result = place(
+            PlacementInput(
+                model=demand.model,
+                desired=demand.desired,
+                replicas=demand.replicas,
+                pools=views,
+                overflow=inp.overflow,
+                shared_replicas_in_use=shared_replicas,
+                shared_usd_per_hour_in_use=shared_usd,
+                now=inp.now,
+            )
+        )
+        for launch in result.launches:
+            in_use[launch.pool_id] += launch.nodes
+            if pools[launch.pool_id].tier == CapacityTier.SHARED:
+                shared_replicas += 1
+                shared_usd += launch.price_usd_per_hour
+        plans[demand.model.name] = result
+    return CustomerPlan(plans)

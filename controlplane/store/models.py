@@ -108,6 +108,27 @@ class Pool(Base):
     unavailable_until: Mapped[datetime | None]  # capacity/quota blocked until (TTL)
     unavailable_reason: Mapped[str | None] = mapped_column(String(1024))
     active: Mapped[bool] = mapped_column(default=True)  # False once the policy drops it
+    # The zones that offer the instance type, as list_offerings last said ({"zones": [...]});
+    # None until the cloud has been asked.
+    zones: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class UnavailableOffering(Base):
+    """An offering blocked until ``until`` (``controlplane.availability``): by a create error
+    or by the cloud's own answer. A null region, zone, type or pool matches all."""
+
+    __tablename__ = "unavailable_offerings"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    customer: Mapped[str] = mapped_column(ForeignKey("customers.name"), index=True)
+    account: Mapped[str] = mapped_column(String(63))
+    region: Mapped[str | None] = mapped_column(String(64))
+    zone: Mapped[str | None] = mapped_column(String(64))
+    instance_type: Mapped[str | None] = mapped_column(String(64))
+    pool_id: Mapped[str | None] = mapped_column(String(255))
+    until: Mapped[datetime]
+    reason: Mapped[str] = mapped_column(String(1024))
+    source: Mapped[str] = mapped_column(String(16))  # "error" | "cloud"
 
 
 class Model(Base):

@@ -18,7 +18,7 @@ from coldstart import ColdStartModel
 from coldstart.model import OBSERVED_KEPT
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import epoch
-from controlplane.loop.views import LIVE_VALUES
+from controlplane.loop.snapshot import LIVE_VALUES
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.placement import capacity_units
 from controlplane.resolvers import SimHealth, SimResolver

@@ -25,6 +25,7 @@ from controlplane.store.models import (
     PolicyVersion,
     Pool,
     Replica,
+    UnavailableOffering,
 )
 from schema.types import NodeState
 
@@ -84,6 +85,19 @@ def _graph() -> list[Base]:
             unavailable_until=_at(30),
             unavailable_reason="InsufficientInstanceCapacity in use1-az2",
             active=False,
+            zones={"zones": ["us-east-1a", "us-east-1b"]},
+        ),
+        UnavailableOffering(
+            id=31,
+            customer="acme",
+            account="acme-aws",
+            region="us-east-1",
+            zone="us-east-1a",
+            instance_type="p5.48xlarge",
+            pool_id=pool_id,
+            until=_at(40),
+            reason="InsufficientInstanceCapacity",
+            source="error",
         ),
         Model(
             id=21,

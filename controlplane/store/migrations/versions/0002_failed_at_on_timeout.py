@@ -24,7 +24,7 @@ down_revision: str | Sequence[str] | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# controlplane.loop.jobs.PROVISION_TIMEOUT as of this revision (a migration keeps its own
+# controlplane.lifecycle.node.PROVISION_TIMEOUT as of this revision (a migration keeps its own
 # copy: it must do the same thing whatever the code says later).
 PROVISION_TIMEOUT = "not ready within provision timeout"
 

@@ -1,0 +1,136 @@
+"""Availability as data: the offerings known to be unavailable now, keyed down to the zone
+(Karpenter's unavailable-offerings cache, HOUSE-STYLE principle 7). Two sources fill it:
+the clouds' own answers (``Provider.list_offerings``, refreshed by the loop's offerings job)
+and typed create errors (``lifecycle.blocking``). Placement reads it through the pools'
+views: a pool whose every known zone is blocked, or that is blocked as a whole, takes no
+launch; a pool with some zones blocked launches into one that is open.
+
+Pure: the store rows are loaded into :class:`Unavailable` values by the snapshot reader."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from controlplane.lifecycle.blocking import Block
+
+FROM_ERROR = "error"
+FROM_CLOUD = "cloud"
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Offerings of one account that are unavailable until ``until``; None matches all."""
+
+    account: str
+    until: float
+    reason: str
+    source: str = FROM_ERROR
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    pool_id: str | None = None
+
+    @classmethod
+    def from_block(cls, account: str, block: Block, now: float, reason: str) -> Unavailable:
+        return cls(
+            account=account,
+            until=now + block.ttl_s,
+            reason=reason,
+            region=block.region,
+            zone=block.zone,
+            instance_type=block.instance_type,
+            pool_id=block.pool_id,
+        )
+
+    def covers(self, account: str, region: str, zone: str | None, itype: str, pool: str) -> bool:
+        """Does this entry cover the offering? ``zone`` None asks about the whole pool: only
+        an entry that is not narrowed to one zone covers it."""
+        return (
+            self.account == account
+            and self.region in (None, region)
+            and self.instance_type in (None, itype)
+            and self.pool_id in (None, pool)
+            and (self.zone is None or self.zone == zone)
+        )
+
+
+@dataclass(frozen=True)
+class PoolAvailability:
+    blocked_until: float | None  # the whole pool takes no launch until then
+    reason: str | None
+    zone: str | None  # where the next launch goes; None: wherever the cloud picks
+    open_zones: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    id: str
+    account: str
+    region: str
+    instance_type: str
+    zones: tuple[str, ...] = ()  # the zones that offer the pool's type, when known
+
+
+def availability(
+    pool: PoolKey, entries: Iterable[Unavailable], now: float, stamped_until: float | None = None
+) -> PoolAvailability:
+    """What placement may do with ``pool`` now. ``stamped_until``: a block recorded on the
+    pool row itself (kept for pools blocked before zones were known)."""
+    live = [e for e in entries if e.until > now]
+
+    def whole(zone: str | None) -> list[Unavailable]:
+        return [
+            e
+            for e in live
+            if e.covers(pool.account, pool.region, zone, pool.instance_type, pool.id)
+        ]
+
+    pool_wide = whole(None)
+    untils = [e.until for e in pool_wide]
+    reasons = [e.reason for e in pool_wide]
+    if stamped_until is not None and stamped_until > now:
+        untils.append(stamped_until)
+    open_zones = tuple(z for z in pool.zones if not whole(z))
+    zoned = [
+        e
+        for e in live
+        if e.zone is not None
+        and e.covers(pool.account, pool.region, e.zone, pool.instance_type, pool.id)
+    ]
+    if pool.zones and not open_zones:
+        # Every zone known to offer the type is blocked: the pool reopens with the first.
+        by_zone = {z: max(e.until for e in whole(z)) for z in pool.zones}
+        untils.append(min(by_zone.values()))
+        reasons.extend(e.reason for e in zoned)
+    if untils:
+        return PoolAvailability(max(untils), reasons[0] if reasons else None, None, open_zones)
+    blocked_zones = {e.zone for e in zoned}
+    if blocked_zones:
+        # Steer clear of the blocked zones: the first open one, or, with the zones not yet
+        # known, let the cloud pick (it may pick the blocked zone; its error blocks it again).
+        return PoolAvailability(None, None, open_zones[0] if open_zones else None, open_zones)
+    return PoolAvailability(None, None, None, open_zones)
+
+
+def offerings_to_entries(
+    account: str,
+    offered: Sequence[tuple[str, str, str, bool, str]],
+    now: float,
+    ttl_s: float,
+) -> list[Unavailable]:
+    """The cloud's own "not available" answers, (region, zone, type, available, reason),
+    as entries that last until the next refresh is due."""
+    return [
+        Unavailable(
+            account=account,
+            until=now + ttl_s,
+            reason=f"cloud: {reason or 'not available'}",
+            source=FROM_CLOUD,
+            region=region,
+            zone=zone,
+            instance_type=itype,
+        )
+        for region, zone, itype, ok, reason in offered
+        if not ok
+    ]

@@ -1,0 +1,43 @@
+"""The collect job: read every model's load from the metrics source into the window the
+decider reads, with each model's ready capacity (the source needs it to tell load from
+saturation)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import select
+
+from controlplane.loop.context import LoopContext
+from controlplane.loop.snapshot import SnapshotReader
+from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.placement import capacity_units
+from controlplane.store.models import Model, Replica
+from schema.types import NodeState
+
+
+def collect(ctx: LoopContext, reader: SnapshotReader) -> None:
+    now = ctx.now()
+    with ctx.store.session() as s:
+        models = s.scalars(select(Model).where(Model.deleted_at.is_(None))).all()
+        ready: dict[int, list[str]] = defaultdict(list)  # model id -> ready shapes
+        for model_id, shape in s.execute(
+            select(Replica.model_id, Replica.gpu_shape).where(
+                Replica.state == NodeState.READY.value
+            )
+        ):
+            ready[model_id].append(shape)
+        capacity: dict[ModelKey, Capacity] = {}
+        for m in models:
+            spec = reader.spec(m.id, m.spec)
+            shapes = ready[m.id]
+            slots = float(spec.shapes[0].max_concurrency)
+            if shapes:  # (the mean over the ready replicas' shapes)
+                slots *= sum(capacity_units(spec, x) for x in shapes) / len(shapes)
+            capacity[(m.customer, m.name)] = Capacity(len(shapes), slots)
+            ctx.telemetry.ready_replicas.labels(m.customer, m.name).set(len(shapes))
+    samples = ctx.metrics_source.collect(now, capacity)
+    for key, sample in samples.items():
+        if sample is not None:
+            ctx.window.add(key, sample)
+    ctx.window.forget(set(capacity))

@@ -1,0 +1,92 @@
+"""The decide job: for every model, the autoscaling step (``controlplane.scaling``) on the
+tick's snapshot; the decision, its reason and the decider's state are written back, and a
+changed decision is recorded with the inputs that replay it (``autoscaler.codec``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+import structlog
+from sqlalchemy.orm import Session
+
+from autoscaler import codec
+from autoscaler.types import AutoscalerInput
+from controlplane.decider_code import decider_code
+from controlplane.loop.coldstart import expected_s
+from controlplane.loop.context import LoopContext
+from controlplane.loop.snapshot import ModelFacts, Snapshot, SnapshotReader
+from controlplane.loop.views import replica_counts, scaling_spec
+from controlplane.scaling import Overrides, Step, changed, scale
+from controlplane.store.models import DecisionRecord, Model
+
+log = structlog.get_logger("gpucap.loop")
+
+
+def decide(ctx: LoopContext, reader: SnapshotReader) -> Snapshot:
+    """Returns the snapshot with the new decisions in it (place can plan on it)."""
+    now, now_dt = ctx.now(), ctx.now_dt()
+    with ctx.store.session() as s:
+        snap = reader.read(s, now)
+        decided = []
+        for m in snap.models:
+            if m.deleted:
+                decided.append(m)
+                continue
+            inp = AutoscalerInput(
+                model=m.name,
+                now=now,
+                metrics=ctx.window.window((m.customer, m.name), now),
+                replicas=replica_counts(snap.replicas.get(m.id, []), m.spec),
+                spec=scaling_spec(m.spec, ctx.tuning),
+                cold_start_s=expected_s(ctx, m.spec, snap.observed.get(m.id, [])),
+            )
+            step = scale(ctx.autoscaler, inp, m.autoscaler_state, Overrides(m.pinned, m.paused))
+            _apply(ctx, s, m, inp, step, now_dt)
+            decided.append(_with(m, step))
+        snap.models = decided
+    return snap
+
+
+def _apply(
+    ctx: LoopContext, s: Session, m: ModelFacts, inp: AutoscalerInput, step: Step, at: datetime
+) -> None:
+    d = step.decision
+    if changed(d, m.desired, m.reason):
+        decider = {"name": ctx.autoscaler.name, "code": decider_code()}
+        s.add(
+            DecisionRecord(
+                at=at,
+                kind="autoscale",
+                customer=m.customer,
+                model=m.name,
+                desired=d.desired,
+                reason=d.reason,
+                detail=d.detail,
+                inputs=codec.encode(inp, m.autoscaler_state, decider),
+            )
+        )
+        log.info(
+            "autoscale",
+            customer=m.customer,
+            model=m.name,
+            desired=d.desired,
+            reason=d.reason,
+            detail=d.detail,
+        )
+    row = s.get(Model, m.id)
+    assert row is not None  # loaded by this session's snapshot
+    row.desired_replicas = d.desired
+    row.desired_reason = d.reason
+    row.autoscaler_state = dict(step.state)
+    row.updated_at = at
+    ctx.telemetry.desired_replicas.labels(m.customer, m.name).set(d.desired)
+
+
+def _with(m: ModelFacts, step: Step) -> ModelFacts:
+    return replace(
+        m,
+        desired=step.decision.desired,
+        reason=step.decision.reason,
+        autoscaler_state=dict(step.state),
+    )

@@ -1,0 +1,61 @@
+"""The control loop as the daemon (and its tests) drive it: one object holding what the
+jobs keep between ticks (the parsed specs, the last plan per model, when gc last ran), with
+one method per job. Each method only loads a snapshot, calls pure code and applies the
+result; the job modules say how."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from sqlalchemy import select
+
+from controlplane.loop.collect import collect
+from controlplane.loop.context import LoopContext
+from controlplane.loop.decide import decide
+from controlplane.loop.gc import collect_garbage
+from controlplane.loop.offerings import refresh_offerings
+from controlplane.loop.place import Placer
+from controlplane.loop.reconcile import reconcile
+from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader
+from controlplane.store.models import Node
+
+
+class ControlLoop:
+    def __init__(self, ctx: LoopContext) -> None:
+        self.ctx = ctx
+        self.reader = SnapshotReader()
+        self._placer = Placer()
+        self._last_gc: float | None = None
+
+    def collect_metrics(self) -> None:
+        collect(self.ctx, self.reader)
+
+    def decide(self) -> None:
+        decide(self.ctx, self.reader)
+
+    def place(self) -> None:
+        self._placer.run(self.ctx, self.reader)
+
+    def reconcile(self) -> None:
+        """Every node's lifecycle step, then gc when it is due, then the node gauges."""
+        reconcile(self.ctx)
+        now = self.ctx.now()
+        if self._last_gc is None or now - self._last_gc >= self.ctx.tuning.gc_every_s:
+            self._last_gc = now
+            self.collect_garbage()
+        self._node_gauges()
+
+    def collect_garbage(self) -> int:
+        return collect_garbage(self.ctx)
+
+    def refresh_offerings(self) -> int:
+        return refresh_offerings(self.ctx)
+
+    def _node_gauges(self) -> None:
+        with self.ctx.store.session() as s:
+            counts = Counter(
+                s.execute(select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL)))
+            )
+        self.ctx.telemetry.nodes.clear()
+        for (pool, state), c in counts.items():
+            self.ctx.telemetry.nodes.labels(pool, state).set(c)

@@ -1,0 +1,201 @@
+"""The place job: for every customer, one plan over all its models (``placement.plan``) on
+the tick's snapshot, then the plan is applied: intent rows (replica + node rows with their
+idempotency tokens) for every launch, drains for every replica leaving, and a placement
+record whenever what a model's plan says changes."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from controlplane.loop.coldstart import expected_in_pool_s, expected_s
+from controlplane.loop.context import LoopContext
+from controlplane.loop.snapshot import ModelFacts, PoolFacts, Snapshot, SnapshotReader
+from controlplane.loop.views import pool_view, replica_view
+from controlplane.placement import (
+    CustomerInput,
+    Launch,
+    ModelDemand,
+    ModelView,
+    Plan,
+    live_units,
+    plan,
+)
+from controlplane.placement.plan import UNIT_EPS
+from controlplane.store.events import record_event
+from controlplane.store.models import DecisionRecord, Node, Replica
+from controlplane.store.transitions import drain_replica
+from schema.types import CapacityTier, NodeState
+
+
+class Placer:
+    """The job, with what it remembers between ticks: the last plan detail per model, so a
+    model whose plan says the same thing again is not recorded again."""
+
+    def __init__(self) -> None:
+        self._last_detail: dict[tuple[str, str], str] = {}
+
+    def run(self, ctx: LoopContext, reader: SnapshotReader) -> None:
+        now, now_dt = ctx.now(), ctx.now_dt()
+        with ctx.store.session() as s:
+            snap = reader.read(s, now, placement=True)
+            for customer in sorted(snap.overflow):
+                inp = customer_input(ctx, snap, customer)
+                if inp is None:
+                    continue
+                result = plan(inp)
+                models = {m.name: m for m in snap.models if m.customer == customer}
+                pools = {p.id: p for p in snap.pools.get(customer, [])}
+                for name, model_plan in result.plans.items():
+                    demand = next(d for d in inp.models if d.model.name == name)
+                    self._apply(s, models[name], pools, model_plan, demand, now_dt)
+
+    def _apply(
+        self,
+        s: Session,
+        m: ModelFacts,
+        pools: dict[str, PoolFacts],
+        p: Plan,
+        demand: ModelDemand,
+        now: datetime,
+    ) -> None:
+        for launch in p.launches:
+            _record_launch(s, m, pools[launch.pool_id], launch, now)
+        for drain in p.drains:
+            replica = s.get(Replica, drain.replica_id)
+            assert replica is not None  # in this session's snapshot
+            drain_replica(replica, now)
+            record_event(
+                s,
+                now,
+                "replica.drain",
+                f"{m.name}: replica {replica.id} in {replica.pool_id} draining: {drain.reason}",
+                customer=m.customer,
+                model=m.name,
+            )
+        key = (m.customer, m.name)
+        acted = p.launches or p.drains or p.unplaced
+        if acted and self._last_detail.get(key) != p.detail:
+            s.add(
+                DecisionRecord(
+                    at=now,
+                    kind="placement",
+                    customer=m.customer,
+                    model=m.name,
+                    desired=math.ceil(demand.desired - UNIT_EPS),
+                    reason="unplaced" if p.unplaced else "placed",
+                    detail=p.detail,
+                    inputs={
+                        "launches": [vars(x) for x in p.launches],
+                        "drains": [vars(x) for x in p.drains],
+                        "rejections": p.rejections,
+                        "live": len(demand.replicas),
+                    },
+                )
+            )
+            if p.unplaced:
+                record_event(
+                    s,
+                    now,
+                    "placement.unplaced",
+                    f"{p.unplaced} replica(s) of {m.name} found no pool "
+                    f"(rejected: {p.rejections or 'none'})",
+                    customer=m.customer,
+                    model=m.name,
+                    severity="warning",
+                )
+        self._last_detail[key] = p.detail if acted else ""
+
+
+def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerInput | None:
+    """The pure planner's input for one customer, from the snapshot (None: nothing to
+    plan). What a model is asked to hold: the autoscaler's count; a paused model's own live
+    units exactly (a whole count could drain a replica smaller than the first shape); a
+    deleted model's nothing."""
+    pools = snap.pools.get(customer, [])
+    pool_tier = {p.id: p.tier for p in pools}
+    demands: list[ModelDemand] = []
+    shared_replicas, shared_usd = 0, 0.0
+    price = {p.id: p.price_usd_per_hour for p in pools}
+    for m in snap.models:
+        if m.customer != customer:
+            continue
+        live = snap.live(m.id)
+        for r in live:
+            if pool_tier.get(r.pool_id) == CapacityTier.SHARED:
+                shared_replicas += 1
+                shared_usd += price[r.pool_id] * len(r.nodes)
+        if m.deleted and not live:
+            continue
+        views = tuple(replica_view(r) for r in live)
+        desired: float = m.desired
+        if m.deleted:
+            desired = 0
+        elif m.paused and m.pinned is None:
+            desired = live_units(m.spec, views)
+        seen = snap.observed.get(m.id, [])
+        cold = expected_s(ctx, m.spec, seen)
+        demands.append(
+            ModelDemand(
+                ModelView(m.customer, m.name, m.spec),
+                desired,
+                views,
+                {p.id: expected_in_pool_s(seen, p.id, cold) for p in pools},
+            )
+        )
+    if not demands:
+        return None
+    return CustomerInput(
+        customer=customer,
+        models=tuple(demands),
+        pools=tuple(pool_view(p, snap.nodes_in_use[p.id], 0.0) for p in pools),
+        overflow=snap.overflow[customer],
+        shared_replicas_in_use=shared_replicas,
+        shared_usd_per_hour_in_use=shared_usd,
+        now=snap.now,
+    )
+
+
+def _record_launch(
+    s: Session, m: ModelFacts, pool: PoolFacts, launch: Launch, now: datetime
+) -> None:
+    """Record the intent (replica + node rows with idempotency tokens) before any provider
+    call: the reconciler acts on these rows, never on a plan in memory."""
+    replica = Replica(
+        id=f"r-{uuid.uuid4().hex[:16]}",
+        model_id=m.id,
+        pool_id=pool.id,
+        gpu_shape=launch.gpu_shape,
+        state=NodeState.PENDING.value,
+        created_at=now,
+    )
+    s.add(replica)
+    for _ in range(launch.nodes):
+        node_id = f"n-{uuid.uuid4().hex[:16]}"
+        s.add(
+            Node(
+                id=node_id,
+                replica_id=replica.id,
+                pool_id=pool.id,
+                customer=m.customer,
+                account=pool.account,
+                cloud=pool.cloud,
+                region=pool.region,
+                zone=launch.zone,
+                instance_type=pool.instance_type,
+                idempotency_token=node_id,
+                state=NodeState.PENDING.value,
+                pending_at=now,
+            )
+        )
+    record_event(
+        s,
+        now,
+        "replica.launch",
+        f"{m.name}: new {launch.gpu_shape} replica in {pool.id} ({pool.tier})",
+        customer=m.customer,
+        model=m.name,
+    )

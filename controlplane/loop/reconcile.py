@@ -1,0 +1,383 @@
+"""The reconcile job: every node that is not terminal takes one lifecycle step
+(``controlplane.lifecycle.node``): what the cloud reports is gathered, the pure step says
+what to do, and that is applied; a create's typed error says whether to retry in place or to
+fail the intent and block what it covers (``lifecycle.blocking``). Then each replica's state
+follows its nodes' (``lifecycle.gang``), a failed gang draining whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import structlog
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from controlplane.availability import PoolKey, Unavailable, availability
+from controlplane.lifecycle.blocking import BlockTTLs, Fail, on_create_error
+from controlplane.lifecycle.gang import replica_state
+from controlplane.lifecycle.node import (
+    Create,
+    Move,
+    NodeFacts,
+    NotAttempted,
+    Observed,
+    Terminate,
+    Timing,
+    step_leaving,
+    step_live,
+    step_pending,
+)
+from controlplane.loop.context import LoopContext, Tuning, epoch
+from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
+from controlplane.store.events import record_event
+from controlplane.store.models import (
+    Account,
+    Model,
+    Node,
+    Pool,
+    Replica,
+    UnavailableOffering,
+)
+from controlplane.store.transitions import drain_replica
+from providers.base import TAG_INTENT, NodeRequest, Provider, ownership_tags
+from providers.errors import ProviderError
+from schema.types import NodeState
+
+log = structlog.get_logger("gpucap.loop")
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """A node as one reconcile pass sees it (the row's version guards every write)."""
+
+    id: str
+    version: int
+    state: NodeState
+    customer: str
+    account: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    instance_id: str | None
+    attempts: int
+    last_attempt_at: float | None
+    state_since: float
+    pool_id: str
+    model: str
+    reservation: str | None
+
+    def facts(self, blocked_until: float | None = None) -> NodeFacts:
+        return NodeFacts(
+            self.state, self.attempts, self.last_attempt_at, self.state_since, blocked_until
+        )
+
+
+def timing(t: Tuning) -> Timing:
+    return Timing(t.backoff_base_s, t.backoff_max_s, t.provision_timeout_s)
+
+
+def ttls(t: Tuning) -> BlockTTLs:
+    return BlockTTLs(t.capacity_block_s, t.quota_block_s, t.auth_block_s, t.invalid_block_s)
+
+
+def reconcile(ctx: LoopContext) -> None:
+    for snap in _load(ctx):
+        try:
+            _step(ctx, snap)
+        except ProviderError as err:
+            _create_failed(ctx, snap, err)
+        except StaleDataError:
+            pass  # another job moved this node on; the next tick sees where it is
+        except Exception:
+            # An adapter bug must not stall every other node: log it, count it, and leave
+            # this node as it is for the next tick.
+            ctx.telemetry.provider_errors.labels(snap.cloud, snap.account, "Unexpected").inc()
+            log.exception("reconcile.node_failed", node=snap.id, state=snap.state.value)
+    settle_replicas(ctx)
+
+
+def _load(ctx: LoopContext) -> list[NodeSnapshot]:
+    with ctx.store.session() as s:
+        rows = s.execute(
+            select(Node, Model.name, Pool)
+            .join(Replica, Node.replica_id == Replica.id)
+            .join(Model, Replica.model_id == Model.id)
+            .join(Pool, Node.pool_id == Pool.id)
+            .where(Node.state.in_(NON_TERMINAL))
+        ).all()
+        out = []
+        for n, model, pool in rows:
+            since = getattr(n, f"{n.state}_at", None) or n.pending_at
+            out.append(
+                NodeSnapshot(
+                    id=n.id,
+                    version=n.version,
+                    state=NodeState(n.state),
+                    customer=n.customer,
+                    account=n.account,
+                    cloud=n.cloud,
+                    region=n.region,
+                    zone=n.zone,
+                    instance_type=n.instance_type,
+                    instance_id=n.instance_id,
+                    attempts=n.attempts,
+                    last_attempt_at=epoch(n.last_attempt_at),
+                    state_since=epoch(since) or 0.0,
+                    pool_id=n.pool_id,
+                    model=model,
+                    reservation=pool.reservation,
+                )
+            )
+        return out
+
+
+def _step(ctx: LoopContext, n: NodeSnapshot) -> None:
+    now = ctx.now()
+    calls = ctx.telemetry.provider_calls
+    if n.state == NodeState.PENDING:
+        # Read the blocks fresh: a sibling's error earlier in this pass may have blocked the
+        # pool (e.g. an auth failure), and a cloud known to refuse is not called again.
+        with ctx.store.session() as s:
+            blocked = _blocked_until(s, n, now)
+        action = step_pending(n.facts(blocked), now, timing(ctx.tuning))
+        if isinstance(action, Create):
+            _create(ctx, n)
+        elif isinstance(action, NotAttempted):
+            _not_attempted(ctx, n)
+        return
+    provider = _provider(ctx, n)
+    if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
+        assert n.instance_id is not None
+        calls.labels(n.cloud, "describe").inc()
+        cn = provider.describe_node(n.region, n.instance_id)
+        seen = Observed(n.instance_id, None)
+        if cn is not None:
+            serving = cn.status == "running" and ctx.health.serving(cn)
+            seen = Observed(cn.instance_id, cn.status, cn.zone, serving)
+        _apply(ctx, n, step_live(n.facts(), seen, now, timing(ctx.tuning)), provider)
+        return
+    ids = [n.instance_id] if n.instance_id else []
+    if not ids:
+        # The create may have reached the cloud without us recording its id (a crash or a
+        # drain racing the create): find it by its intent tag.
+        calls.labels(n.cloud, "list").inc()
+        ids = [c.instance_id for c in provider.list_nodes(n.region, {TAG_INTENT: n.id})]
+    found = []
+    for iid in ids:
+        calls.labels(n.cloud, "describe").inc()
+        cn = provider.describe_node(n.region, iid)
+        found.append(Observed(iid, cn.status if cn is not None else None))
+    _apply(ctx, n, step_leaving(n.facts(), found), provider)
+
+
+def _blocked_until(s: Session, n: NodeSnapshot, now: float) -> float | None:
+    """Until when the offering this intent asks for takes no create: its pool as a whole,
+    or the zone the intent names."""
+    pool = s.get(Pool, n.pool_id)
+    if pool is None:
+        return None
+    key = PoolKey(pool.id, pool.account, pool.region, pool.instance_type)
+    mine = [e for e in unavailable_entries(s, now).get(n.customer, []) if e.zone in (None, n.zone)]
+    # A block narrowed to the intent's own zone covers it whole.
+    mine = [replace(e, zone=None) for e in mine]
+    return availability(key, mine, now, epoch(pool.unavailable_until)).blocked_until
+
+
+def _apply(ctx: LoopContext, n: NodeSnapshot, action: object, provider: Provider) -> None:
+    kill: tuple[str, ...] = ()
+    if isinstance(action, Terminate | Move):
+        kill = action.instances if isinstance(action, Terminate) else action.terminate
+    for iid in kill:
+        ctx.telemetry.provider_calls.labels(n.cloud, "terminate").inc()
+        provider.terminate_node(n.region, iid)
+    if isinstance(action, Move):
+        _move(ctx, n, action)
+
+
+def _move(ctx: LoopContext, n: NodeSnapshot, m: Move) -> None:
+    """Move a node on, stamping its time; a failure (left failed, or drained so that its
+    instance is terminated) also stamps ``failed_at``, which a failed launch is known by."""
+    now = ctx.now_dt()
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.version != n.version:
+            return  # changed under us (e.g. drained); the next tick sees the new state
+        row.state = m.to.value
+        setattr(row, f"{m.to.value}_at", now)
+        failure = m.failed or m.to == NodeState.FAILED
+        if failure:
+            row.failed_at = now
+        if m.error:
+            row.error = m.error
+        if m.zone:
+            row.zone = m.zone
+        if failure or m.to in (NodeState.READY, NodeState.TERMINATED):
+            record_event(
+                s,
+                now,
+                "node.failed" if failure else f"node.{m.to.value}",
+                f"{n.instance_type} {n.instance_id or '-'} in {n.region}"
+                + (f": {m.error}" if m.error else "")
+                + ("; draining" if m.to == NodeState.DRAINING else ""),
+                customer=n.customer,
+                model=n.model,
+                node=n.id,
+                severity="warning" if failure else "info",
+            )
+
+
+def _not_attempted(ctx: LoopContext, n: NodeSnapshot) -> None:
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.version != n.version or row.state != NodeState.PENDING:
+            return
+        pool = s.get(Pool, n.pool_id)
+        reason = (pool.unavailable_reason if pool else None) or "offering unavailable"
+        row.state = NodeState.FAILED.value
+        row.failed_at = ctx.now_dt()
+        row.error = f"not attempted: pool blocked ({reason})"
+
+
+def _create(ctx: LoopContext, n: NodeSnapshot) -> None:
+    # Count the attempt before calling, so a crash mid-call still backs off and is seen.
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.version != n.version or row.state != NodeState.PENDING:
+            return
+        row.attempts += 1
+        row.last_attempt_at = ctx.now_dt()
+    provider = _provider(ctx, n)
+    request = NodeRequest(
+        intent_id=n.id,
+        instance_type=n.instance_type,
+        region=n.region,
+        zone=n.zone,
+        tags=ownership_tags(n.id, n.customer, n.pool_id, n.model),
+        reservation=n.reservation,
+    )
+    ctx.telemetry.provider_calls.labels(n.cloud, "create").inc()
+    result = provider.create_node(request)
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None:
+            return
+        row.instance_id = result.node.instance_id
+        row.zone = result.node.zone
+        if row.state == NodeState.PENDING:
+            row.state = NodeState.PROVISIONING.value
+            row.provisioning_at = ctx.now_dt()
+            row.error = None
+        record_event(
+            s,
+            ctx.now_dt(),
+            "node.created" if result.created else "node.found",
+            f"{n.instance_type} {result.node.instance_id} in {result.node.zone} for intent {n.id}",
+            customer=n.customer,
+            model=n.model,
+            node=n.id,
+        )
+
+
+def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> None:
+    """Typed errors decide what happens; message strings never do."""
+    ctx.telemetry.provider_errors.labels(n.cloud, n.account, err.kind).inc()
+    log.warning("provider_error", node=n.id, pool=n.pool_id, error=str(err))
+    verdict = on_create_error(
+        err,
+        attempts=n.attempts,
+        max_attempts=ctx.tuning.max_create_attempts,
+        region=n.region,
+        zone=n.zone,
+        instance_type=n.instance_type,
+        pool_id=n.pool_id,
+        ttls=ttls(ctx.tuning),
+    )
+    now, now_dt = ctx.now(), ctx.now_dt()
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None:
+            return
+        row.error = str(err)
+        if not isinstance(verdict, Fail):
+            return
+        if NodeState(row.state) == NodeState.PENDING:
+            row.state = NodeState.FAILED.value
+            row.failed_at = now_dt
+        entry = Unavailable.from_block(
+            n.account, verdict.block, now, f"{err.kind}: {err.message}"[:1000]
+        )
+        blocked = block(s, n.customer, entry)
+        record_event(
+            s,
+            now_dt,
+            "node.create_failed",
+            f"{err.kind} for {n.instance_type} in {n.region}: {err.message}"
+            + (f"; blocked {blocked} pool(s)" if blocked else "")
+            + (f" (zone {entry.zone})" if entry.zone else ""),
+            customer=n.customer,
+            model=n.model,
+            node=n.id,
+            severity="warning",
+        )
+
+
+def block(s: Session, customer: str, e: Unavailable) -> int:
+    """Record ``e`` in the unavailable-offerings cache; a block that covers whole pools is
+    also stamped on their rows (what ``gpucap pools`` shows). Returns the pools covered
+    whole."""
+    until = datetime.fromtimestamp(e.until, UTC)
+    s.add(
+        UnavailableOffering(
+            customer=customer,
+            account=e.account,
+            region=e.region,
+            zone=e.zone,
+            instance_type=e.instance_type,
+            pool_id=e.pool_id,
+            until=until,
+            reason=e.reason,
+            source=e.source,
+        )
+    )
+    if e.zone is not None:
+        return 0
+    pools = s.scalars(select(Pool).where(Pool.customer == customer, Pool.account == e.account))
+    covered = 0
+    for p in pools:
+        if e.covers(p.account, p.region, None, p.instance_type, p.id):
+            p.unavailable_until = until
+            p.unavailable_reason = e.reason
+            covered += 1
+    return covered
+
+
+def settle_replicas(ctx: LoopContext) -> None:
+    now = ctx.now_dt()
+    with ctx.store.session() as s:
+        replicas = s.scalars(
+            select(Replica).where(
+                Replica.state.notin_([NodeState.TERMINATED.value, NodeState.FAILED.value])
+            )
+        ).all()
+        for r in replicas:
+            new = replica_state([n.state for n in r.nodes], r.state)
+            if new == r.state:
+                continue
+            r.state = new.value
+            if new == NodeState.READY:
+                r.ready_at = now
+            if new == NodeState.FAILED:
+                drain_replica(r, now)  # one failed node fails the gang: release its siblings
+            if NodeState(r.state).is_terminal:
+                r.ended_at = now
+
+
+def _provider(ctx: LoopContext, n: NodeSnapshot) -> Provider:
+    with ctx.store.session() as s:
+        acct = s.scalars(
+            select(Account).where(Account.customer == n.customer, Account.name == n.account)
+        ).one()
+    return ctx.providers.provider(n.customer, acct)

@@ -1,0 +1,254 @@
+"""The per-tick snapshot: one read of the store that decide and place share, with each
+model's spec parsed once (and again only when it changes, not every tick)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from coldstart.observed import Launch, times_to_ready
+from controlplane.availability import PoolKey, Unavailable, availability
+from controlplane.loop.context import epoch
+from controlplane.store.models import (
+    Customer,
+    Model,
+    Node,
+    PolicyVersion,
+    Pool,
+    Replica,
+    UnavailableOffering,
+)
+from schema.policy import Model as ModelSpec
+from schema.policy import Overflow
+from schema.policy_file import parse_policy
+from schema.types import NodeState
+
+NON_TERMINAL = tuple(s.value for s in NodeState if not s.is_terminal)
+LIVE = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY)
+LIVE_VALUES = tuple(s.value for s in LIVE)
+
+# Observed times-to-ready older than this no longer describe a pool (images, weights and
+# the clouds' capacity change).
+OBSERVED_FOR = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class ReplicaFacts:
+    id: str
+    model_id: int
+    pool_id: str
+    gpu_shape: str
+    state: str
+    created_at: float
+    nodes: tuple[tuple[str, str], ...]  # (node id, state)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_VALUES
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    id: int
+    customer: str
+    name: str
+    spec: ModelSpec
+    desired: int
+    reason: str
+    pinned: int | None
+    paused: bool
+    deleted: bool
+    autoscaler_state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    id: str
+    customer: str
+    cloud: str
+    account: str
+    region: str
+    instance_type: str
+    gpu_shape: str
+    tier: str
+    price_usd_per_hour: float
+    committed: int
+    cordoned: bool
+    reservation: str | None
+    blocked_until: float | None  # the whole pool, from the cache and the pool row
+    zone: str | None  # where a launch goes now (an open zone while some are blocked)
+
+
+@dataclass
+class Snapshot:
+    now: float
+    models: list[ModelFacts]
+    replicas: dict[int, list[ReplicaFacts]]  # non-terminal, by model id
+    observed: dict[int, list[tuple[str, float]]]  # model id -> (pool, seconds to ready)
+    pools: dict[str, list[PoolFacts]] = field(default_factory=dict)  # active, by customer
+    nodes_in_use: Counter[str] = field(default_factory=Counter)  # live nodes by pool id
+    overflow: dict[str, Overflow] = field(default_factory=dict)  # by customer
+
+    def live(self, model_id: int) -> list[ReplicaFacts]:
+        return [r for r in self.replicas.get(model_id, []) if r.live]
+
+
+class SnapshotReader:
+    """Reads snapshots; keeps the parsed specs and overflow rules between ticks, so a model's
+    spec is validated when it changes, not by every job on every tick."""
+
+    def __init__(self) -> None:
+        self._specs: dict[int, tuple[dict[str, Any], ModelSpec]] = {}
+        self._overflow: dict[str, tuple[str, Overflow]] = {}
+
+    def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
+        cached = self._specs.get(model_id)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        spec = ModelSpec.model_validate(raw)
+        self._specs[model_id] = (dict(raw), spec)
+        return spec
+
+    def read(self, s: Session, now: float, *, placement: bool = False) -> Snapshot:
+        """Models (the deleted ones too: their replicas still leave), their non-terminal
+        replicas and observed cold starts; with ``placement``, also every customer's
+        active pools with their availability, live nodes per pool and overflow rules."""
+        rows = s.scalars(select(Model)).all()
+        models = [
+            ModelFacts(
+                id=m.id,
+                customer=m.customer,
+                name=m.name,
+                spec=self.spec(m.id, m.spec),
+                desired=m.desired_replicas,
+                reason=m.desired_reason,
+                pinned=m.pinned_replicas,
+                paused=m.paused,
+                deleted=m.deleted_at is not None,
+                autoscaler_state=dict(m.autoscaler_state or {}),
+            )
+            for m in rows
+        ]
+        snap = Snapshot(now, models, _replicas(s), _observed_ready_s(s, now))
+        if placement:
+            snap.pools = _pools(s, now)
+            snap.nodes_in_use = Counter(
+                s.scalars(select(Node.pool_id).where(Node.state.in_(LIVE_VALUES)))
+            )
+            snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
+        return snap
+
+    def _overflow_of(self, s: Session, cust: Customer) -> Overflow:
+        pv = s.get(PolicyVersion, cust.active_policy_id) if cust.active_policy_id else None
+        if pv is None:
+            return Overflow()
+        cached = self._overflow.get(cust.name)
+        if cached and cached[0] == pv.sha256:
+            return cached[1]
+        overflow = parse_policy(pv.raw_yaml, pv.source or cust.name).policy.overflow
+        self._overflow[cust.name] = (pv.sha256, overflow)
+        return overflow
+
+
+def unavailable_entries(s: Session, now: float) -> dict[str, list[Unavailable]]:
+    """The unexpired cache entries, by customer."""
+    out: dict[str, list[Unavailable]] = defaultdict(list)
+    for e in s.scalars(select(UnavailableOffering)):
+        until = epoch(e.until) or 0.0
+        if until <= now:
+            continue
+        out[e.customer].append(
+            Unavailable(
+                account=e.account,
+                until=until,
+                reason=e.reason,
+                source=e.source,
+                region=e.region,
+                zone=e.zone,
+                instance_type=e.instance_type,
+                pool_id=e.pool_id,
+            )
+        )
+    return out
+
+
+def _pools(s: Session, now: float) -> dict[str, list[PoolFacts]]:
+    entries = unavailable_entries(s, now)
+    out: dict[str, list[PoolFacts]] = defaultdict(list)
+    for p in s.scalars(select(Pool).where(Pool.active.is_(True)).order_by(Pool.id)):
+        zones = tuple((p.zones or {}).get("zones", ()))
+        key = PoolKey(p.id, p.account, p.region, p.instance_type, zones)
+        avail = availability(key, entries.get(p.customer, ()), now, epoch(p.unavailable_until))
+        out[p.customer].append(
+            PoolFacts(
+                id=p.id,
+                customer=p.customer,
+                cloud=p.cloud,
+                account=p.account,
+                region=p.region,
+                instance_type=p.instance_type,
+                gpu_shape=p.gpu_shape,
+                tier=p.tier,
+                price_usd_per_hour=p.price_usd_per_hour,
+                committed=p.committed,
+                cordoned=p.cordoned,
+                reservation=p.reservation,
+                blocked_until=avail.blocked_until,
+                zone=avail.zone,
+            )
+        )
+    return out
+
+
+def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
+    out: dict[int, list[ReplicaFacts]] = defaultdict(list)
+    for r in s.scalars(select(Replica).where(Replica.state.in_(NON_TERMINAL))):
+        out[r.model_id].append(
+            ReplicaFacts(
+                id=r.id,
+                model_id=r.model_id,
+                pool_id=r.pool_id,
+                gpu_shape=r.gpu_shape,
+                state=r.state,
+                created_at=epoch(r.created_at) or 0.0,
+                nodes=tuple((n.id, n.state) for n in r.nodes),
+            )
+        )
+    return out
+
+
+def _observed_ready_s(s: Session, now: float) -> dict[int, list[tuple[str, float]]]:
+    """Per model, the (pool, seconds from launch to capacity) of its launches in the last
+    ``OBSERVED_FOR``, oldest first: what the next replica's cold start is expected from
+    (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
+    until its replacement was (``coldstart.observed``)."""
+    since = datetime.fromtimestamp(now, UTC) - OBSERVED_FOR
+    # When a launch failed: its first node's failure (at the cloud, or the provision timeout
+    # draining an instance whose model server never answered). Not an error alone: a node
+    # released by a scale-down while its create was being retried keeps its throttling
+    # error, and nothing waited on it.
+    failed_at = (
+        select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
+    )
+    rows = s.execute(
+        select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, failed_at)
+        .where(
+            or_(
+                Replica.ready_at >= since,
+                and_(Replica.ready_at.is_(None), failed_at >= since),
+            )
+        )
+        # (times_to_ready orders by when each was ready or failed; this breaks its ties)
+        .order_by(Replica.created_at, Replica.id)
+    )
+    launches = []
+    for model_id, pool_id, created, ready, failed in rows:
+        start = epoch(created)
+        if start is not None:
+            launches.append(Launch(model_id, pool_id, start, epoch(ready), epoch(failed)))
+    return times_to_ready(launches)
