@@ -11,7 +11,6 @@ from typing import Any
 from autoscaler.codec import CodecError, decode
 from autoscaler.types import Autoscaler, AutoscalerInput, Decision
 
-
 # The record lacks what a replay needs (e.g. it predates recorded inputs).
 ReplayError = CodecError
 

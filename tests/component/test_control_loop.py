@@ -24,7 +24,15 @@ from controlplane.placement import capacity_units
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
-from controlplane.store.models import DecisionRecord, Event, Model, Node, Pool, Replica
+from controlplane.store.models import (
+    DecisionRecord,
+    Event,
+    Model,
+    Node,
+    Pool,
+    Replica,
+    UnavailableOffering,
+)
 from controlplane.telemetry import Metrics
 from providers.base import TAG_CUSTOMER, TAG_MANAGED, NodeRequest, ownership_tags
 from providers.retry import NO_RETRY
@@ -451,3 +459,48 @@ def test_a_launch_released_while_throttled_does_not_lengthen_the_horizon(loop, w
     assert len(own) > len(throttled)
     horizon = next_horizon(ctl, load, clock, store, "llama-70b")
     assert horizon == pytest.approx(statistics.median(own[-OBSERVED_KEPT:]))
+
+
+def test_a_zone_stockout_blocks_that_zone_and_the_next_launch_goes_to_another(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    assert ctl.refresh_offerings() == 3  # every account answered; pools learn their zones
+    pool_id = "demo/demo-aws/us-east-1/p5.48xlarge"
+    with store.session() as s:
+        pool = s.get(Pool, pool_id)
+        assert pool is not None and pool.zones == {
+            "zones": ["us-east-1a", "us-east-1b", "us-east-1c"]
+        }
+    sim.inject(Cloud.AWS, "demo/demo-aws", "capacity", zone="us-east-1a")
+    load.load[("demo", "llama-70b")] = 40.0  # one replica, on the commitment
+    run(ctl, clock, 12)
+    with store.session() as s:
+        nodes = s.scalars(select(Node).where(Node.pool_id == pool_id)).all()
+        failed = [n for n in nodes if n.state == NodeState.FAILED]
+        assert len(failed) == 1 and "CapacityUnavailable" in (failed[0].error or "")
+        # The replacement stays in the pool (still the cheapest: the commitment), in an
+        # open zone; the pool as a whole was never blocked.
+        (ready,) = [n for n in nodes if n.state == NodeState.READY]
+        assert ready.zone == "us-east-1b"
+        pool = s.get(Pool, pool_id)
+        assert pool is not None and pool.unavailable_until is None
+        (blocked,) = s.scalars(select(UnavailableOffering)).all()
+        assert (blocked.zone, blocked.instance_type) == ("us-east-1a", "p5.48xlarge")
+    assert_no_leak(store, sim)
+
+
+def test_the_clouds_own_unavailable_answer_keeps_placement_off_that_pool(loop, world, store):
+    ctl, load = loop
+    sim, clock = world
+    sim.set_capacity(Cloud.AWS, "us-east-1", "p5.48xlarge", 0)  # every zone reads full
+    ctl.refresh_offerings()
+    load.load[("demo", "llama-70b")] = 40.0
+    run(ctl, clock, 12)
+    with store.session() as s:
+        nodes = s.scalars(select(Node).where(Node.state.in_(LIVE_VALUES))).all()
+        assert nodes and all(n.instance_type != "p5.48xlarge" for n in nodes)
+        # Nothing was asked of the full pool: the cloud's answer was enough.
+        tried = s.scalars(select(Node).where(Node.instance_type == "p5.48xlarge")).all()
+        assert tried == []
+        sources = {e.source for e in s.scalars(select(UnavailableOffering))}
+        assert sources == {"cloud"}

@@ -43,10 +43,12 @@ def _values(row: Base) -> dict[str, Any]:
     return {attr.key: getattr(row, attr.key) for attr in inspect(row).mapper.column_attrs}
 
 
-def _graph() -> list[Base]:
-    """One row per table, every column set (nullable ones included), parents first."""
+def _graph(since_0003: bool = True) -> list[Base]:
+    """One row per table, every column set (nullable ones included), parents first.
+    ``since_0003=False``: without what revision 0003 added (for rows seeded at an older
+    revision)."""
     pool_id = "acme/acme-aws/us-east-1/p5.48xlarge"
-    return [
+    rows: list[Base] = [
         Customer(name="acme", created_at=_at(0), active_policy_id=None),
         PolicyVersion(
             id=7,
@@ -85,7 +87,6 @@ def _graph() -> list[Base]:
             unavailable_until=_at(30),
             unavailable_reason="InsufficientInstanceCapacity in use1-az2",
             active=False,
-            zones={"zones": ["us-east-1a", "us-east-1b"]},
         ),
         UnavailableOffering(
             id=31,
@@ -171,6 +172,12 @@ def _graph() -> list[Base]:
             message="node-1 failed: boot timeout",
         ),
     ]
+    if not since_0003:
+        return [r for r in rows if not isinstance(r, UnavailableOffering)]
+    for r in rows:
+        if isinstance(r, Pool):
+            r.zones = {"zones": ["us-east-1a", "us-east-1b"]}
+    return rows
 
 
 def _insert(s: Session, rows: list[Base]) -> None:
@@ -182,8 +189,10 @@ def _insert(s: Session, rows: list[Base]) -> None:
 
 
 def _seed_parents(s: Session) -> None:
-    """Customer, policy, account, pool, model and replica ``rep-1``, for rows to hang on."""
-    _insert(s, [r for r in _graph() if not isinstance(r, Node | DecisionRecord | Event)])
+    """Customer, policy, account, pool, model and replica ``rep-1``, for rows to hang on
+    (valid at every revision since 0001)."""
+    parents = _graph(since_0003=False)
+    _insert(s, [r for r in parents if not isinstance(r, Node | DecisionRecord | Event)])
 
 
 def _node(node_id: str, token: str) -> Node:
