@@ -271,7 +271,11 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
 
     i = config.intervals
     tuning = Tuning(
-        collect_s=i.collect_s, decide_s=i.decide_s, place_s=i.place_s, reconcile_s=i.reconcile_s
+        collect_s=i.collect_s,
+        decide_s=i.decide_s,
+        place_s=i.place_s,
+        reconcile_s=i.reconcile_s,
+        offerings_every_s=i.offerings_s,
     )
     providers: ProviderResolver
     health: HealthProbe
@@ -329,6 +333,7 @@ def demo_wiring(state_dir: Path) -> Wiring:
         decide_s=2.0,
         place_s=2.0,
         reconcile_s=1.0,
+        offerings_every_s=10.0,
         gc_every_s=20.0,
         capacity_block_s=30.0,
         quota_block_s=60.0,

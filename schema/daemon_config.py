@@ -28,6 +28,7 @@ class Intervals(_Strict):
     decide_s: Annotated[float, Field(gt=0)] = 15.0
     place_s: Annotated[float, Field(gt=0)] = 15.0
     reconcile_s: Annotated[float, Field(gt=0)] = 10.0
+    offerings_s: Annotated[float, Field(gt=0)] = 300.0  # list_offerings per account
 
 
 # Default PromQL for vLLM servers. Every query must return one series per model, labelled
