@@ -43,15 +43,13 @@ class Unavailable:
             pool_id=block.pool_id,
         )
 
-    def covers(self, account: str, region: str, zone: str | None, itype: str, pool: str) -> bool:
-        """Does this entry cover the offering? ``zone`` None asks about the whole pool: only
-        an entry that is not narrowed to one zone covers it."""
+    def applies_to(self, pool: PoolKey) -> bool:
+        """Does this entry cover the pool, in some zone or in all of them?"""
         return (
-            self.account == account
-            and self.region in (None, region)
-            and self.instance_type in (None, itype)
-            and self.pool_id in (None, pool)
-            and (self.zone is None or self.zone == zone)
+            self.account == pool.account
+            and self.region in (None, pool.region)
+            and self.instance_type in (None, pool.instance_type)
+            and self.pool_id in (None, pool.id)
         )
 
 
@@ -76,41 +74,27 @@ def availability(
     pool: PoolKey, entries: Iterable[Unavailable], now: float, stamped_until: float | None = None
 ) -> PoolAvailability:
     """What placement may do with ``pool`` now. ``stamped_until``: a block recorded on the
-    pool row itself (kept for pools blocked before zones were known)."""
-    live = [e for e in entries if e.until > now]
-
-    def whole(zone: str | None) -> list[Unavailable]:
-        return [
-            e
-            for e in live
-            if e.covers(pool.account, pool.region, zone, pool.instance_type, pool.id)
-        ]
-
-    pool_wide = whole(None)
-    untils = [e.until for e in pool_wide]
-    reasons = [e.reason for e in pool_wide]
+    pool row itself."""
+    live = [e for e in entries if e.until > now and e.applies_to(pool)]
+    whole = [e for e in live if e.zone is None]
+    zone_until: dict[str, float] = {}
+    for e in live:
+        if e.zone is not None:
+            zone_until[e.zone] = max(e.until, zone_until.get(e.zone, 0.0))
+    open_zones = tuple(z for z in pool.zones if z not in zone_until)
+    closed = [e.until for e in whole]
     if stamped_until is not None and stamped_until > now:
-        untils.append(stamped_until)
-    open_zones = tuple(z for z in pool.zones if not whole(z))
-    zoned = [
-        e
-        for e in live
-        if e.zone is not None
-        and e.covers(pool.account, pool.region, e.zone, pool.instance_type, pool.id)
-    ]
+        closed.append(stamped_until)
     if pool.zones and not open_zones:
         # Every zone known to offer the type is blocked: the pool reopens with the first.
-        by_zone = {z: max(e.until for e in whole(z)) for z in pool.zones}
-        untils.append(min(by_zone.values()))
-        reasons.extend(e.reason for e in zoned)
-    if untils:
-        return PoolAvailability(max(untils), reasons[0] if reasons else None, None, open_zones)
-    blocked_zones = {e.zone for e in zoned}
-    if blocked_zones:
-        # Steer clear of the blocked zones: the first open one, or, with the zones not yet
-        # known, let the cloud pick (it may pick the blocked zone; its error blocks it again).
-        return PoolAvailability(None, None, open_zones[0] if open_zones else None, open_zones)
-    return PoolAvailability(None, None, None, open_zones)
+        closed.append(min(zone_until[z] for z in pool.zones))
+    if closed:
+        reasons = [e.reason for e in whole] or [e.reason for e in live if e.zone is not None]
+        return PoolAvailability(max(closed), reasons[0] if reasons else None, None, open_zones)
+    # Steer clear of blocked zones: the first open one; with the zones not yet known, the
+    # cloud picks (it may pick the blocked zone again, and its error blocks it again).
+    zone = open_zones[0] if zone_until and open_zones else None
+    return PoolAvailability(None, None, zone, open_zones)
 
 
 def offerings_to_entries(

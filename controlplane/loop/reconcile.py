@@ -180,9 +180,9 @@ def _blocked_until(s: Session, n: NodeSnapshot, now: float) -> float | None:
     if pool is None:
         return None
     key = PoolKey(pool.id, pool.account, pool.region, pool.instance_type)
-    mine = [e for e in unavailable_entries(s, now).get(n.customer, []) if e.zone in (None, n.zone)]
-    # A block narrowed to the intent's own zone covers it whole.
-    mine = [replace(e, zone=None) for e in mine]
+    entries = unavailable_entries(s, now, n.customer).get(n.customer, [])
+    # A block narrowed to the intent's own zone covers the intent whole.
+    mine = [replace(e, zone=None) for e in entries if e.zone in (None, n.zone)]
     return availability(key, mine, now, epoch(pool.unavailable_until)).blocked_until
 
 
@@ -347,7 +347,7 @@ def block(s: Session, customer: str, e: Unavailable) -> int:
     pools = s.scalars(select(Pool).where(Pool.customer == customer, Pool.account == e.account))
     covered = 0
     for p in pools:
-        if e.covers(p.account, p.region, None, p.instance_type, p.id):
+        if e.applies_to(PoolKey(p.id, p.account, p.region, p.instance_type)):
             p.unavailable_until = until
             p.unavailable_reason = e.reason
             covered += 1

@@ -155,17 +155,21 @@ class SnapshotReader:
         return overflow
 
 
-def unavailable_entries(s: Session, now: float) -> dict[str, list[Unavailable]]:
-    """The unexpired cache entries, by customer."""
+def unavailable_entries(
+    s: Session, now: float, customer: str | None = None
+) -> dict[str, list[Unavailable]]:
+    """The unexpired cache entries, by customer (of one customer only, when given)."""
     out: dict[str, list[Unavailable]] = defaultdict(list)
-    for e in s.scalars(select(UnavailableOffering)):
-        until = epoch(e.until) or 0.0
-        if until <= now:
-            continue
+    q = select(UnavailableOffering).where(
+        UnavailableOffering.until > datetime.fromtimestamp(now, UTC)
+    )
+    if customer is not None:
+        q = q.where(UnavailableOffering.customer == customer)
+    for e in s.scalars(q):
         out[e.customer].append(
             Unavailable(
                 account=e.account,
-                until=until,
+                until=epoch(e.until) or 0.0,
                 reason=e.reason,
                 source=e.source,
                 region=e.region,
