@@ -46,13 +46,16 @@ class HpaAutoscaler:
     metric_lag_s: float = 15.0
     metric_push_s: float = 0.0
     metric_push_phase_s: float = 0.0
-    window_s: float = 15.0  # the metric read at a sync: its average over one sync period
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target averageValue per pod",
         fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §4.1 (any positive per-pod target)",
     )
+
+    @property
+    def window_s(self) -> float:
+        return self.config.sync_period_s  # the metric read at a sync: its mean over one period
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now

@@ -73,13 +73,16 @@ class SkyServeAutoscaler:
     metric_lag_s: float = 0.0
     metric_push_s: float = 20.0
     metric_push_phase_s: float = 10.0
-    window_s: float = 60.0
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target_qps_per_replica (as target concurrency / mean service time)",
         fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §2.1 (any positive QPS; range is a fraction of slot capacity)",
     )
+
+    @property
+    def window_s(self) -> float:
+        return self.config.qps_window_s
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now

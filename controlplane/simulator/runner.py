@@ -100,58 +100,70 @@ class Simulation:
         """One replay. ``knob``: the oracle's headroom (one, or one per model), or for the
         others a fraction of one replica's capacity given to their knob (None: the fleet's
         target utilization)."""
-        started = time.perf_counter()
-        capacity = ColdStartCapacity(self._phases)
-        runs = self.runs
-        scrape = self.fleet.scrape_interval_s
-        if name == ORACLE:
-            headroom: float | dict[str, float]
-            if isinstance(knob, Mapping):
-                headroom = dict(knob)  # a copy: the outcome keeps it as its knob
-            else:
-                headroom = 1.0 if knob is None else float(knob)
-            oracle = OracleAutoscaler.plan(
-                runs, self.end_s, self.cold_start_s, headroom, self._zero_wait()
-            )
-            lead = dict(self.cold_start_s)
-            engine = Engine(
-                runs,
-                self.end_s,
-                oracle,
-                capacity,
-                tick_s=ORACLE_TICK_S,
-                metric_lag_s=0.0,
-                scrape_interval_s=scrape,
-                history_s=scrape,
-                wakes_on_arrival=True,
-                wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
-                knob=headroom,
-                name=name,
-                measure_from_s=self.warmup_s,
-                metered=False,  # it plans on the trace itself
-            )
-        else:
+        if name != ORACLE:
             if isinstance(knob, Mapping):
                 raise ValueError(f"{name}: one knob for every model (per model: oracle only)")
-            auto: TimedAutoscaler = REGISTRY[name]()
-            if knob is not None:
-                runs = [_with_knob(auto, r, knob) for r in runs]
-            engine = Engine(
-                runs,
-                self.end_s,
-                auto,
-                capacity,
-                tick_s=auto.tick_s,
-                metric_lag_s=auto.metric_lag_s,
-                metric_push_s=auto.metric_push_s,
-                metric_push_phase_s=auto.metric_push_phase_s,
-                scrape_interval_s=scrape,
-                history_s=auto.window_s + 2 * scrape,
-                wakes_on_arrival=auto.wakes_on_arrival,
-                knob=knob if knob is not None else self.default_knob(name),
-                name=name,
-                measure_from_s=self.warmup_s,
-            )
+            return self.run_autoscaler(REGISTRY[name](), knob, progress)
+        started = time.perf_counter()
+        # A mapping is copied: the outcome keeps it as its knob.
+        headroom: float | dict[str, float] = (
+            dict(knob) if isinstance(knob, Mapping) else 1.0 if knob is None else float(knob)
+        )
+        runs = self.runs
+        oracle = OracleAutoscaler.plan(
+            runs, self.end_s, self.cold_start_s, headroom, self._zero_wait()
+        )
+        lead = dict(self.cold_start_s)
+        engine = Engine(
+            runs,
+            self.end_s,
+            oracle,
+            ColdStartCapacity(self._phases),
+            tick_s=ORACLE_TICK_S,
+            metric_lag_s=0.0,
+            scrape_interval_s=self.fleet.scrape_interval_s,
+            history_s=self.fleet.scrape_interval_s,
+            wakes_on_arrival=True,
+            wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
+            knob=headroom,
+            name=name,
+            measure_from_s=self.warmup_s,
+            metered=False,  # it plans on the trace itself
+        )
+        outcome = engine.run(progress)
+        outcome.wall_s = time.perf_counter() - started
+        return outcome
+
+    def run_autoscaler(
+        self,
+        auto: TimedAutoscaler,
+        knob: float | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> RunOutcome:
+        """One replay under ``auto`` (any configuration of a registered decider), at a
+        fraction ``knob`` of one replica's capacity (None: the fleet's target utilization).
+        The engine keeps as much metrics history as the decider's own window reads."""
+        started = time.perf_counter()
+        runs = self.runs
+        if knob is not None:
+            runs = [_with_knob(auto, r, knob) for r in runs]
+        scrape = self.fleet.scrape_interval_s
+        engine = Engine(
+            runs,
+            self.end_s,
+            auto,
+            ColdStartCapacity(self._phases),
+            tick_s=auto.tick_s,
+            metric_lag_s=auto.metric_lag_s,
+            metric_push_s=auto.metric_push_s,
+            metric_push_phase_s=auto.metric_push_phase_s,
+            scrape_interval_s=scrape,
+            history_s=auto.window_s + 2 * scrape,
+            wakes_on_arrival=auto.wakes_on_arrival,
+            knob=knob if knob is not None else self.default_knob(auto.name),
+            name=auto.name,
+            measure_from_s=self.warmup_s,
+        )
         outcome = engine.run(progress)
         outcome.wall_s = time.perf_counter() - started
         return outcome
