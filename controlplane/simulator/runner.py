@@ -157,6 +157,9 @@ class Simulation:
             metric_lag_s=auto.metric_lag_s,
             metric_push_s=auto.metric_push_s,
             metric_push_phase_s=auto.metric_push_phase_s,
+            # Data-plane traits only some peers declare (SkyServe's load balancer).
+            metric_push_random_phase=getattr(auto, "metric_push_random_phase", False),
+            rejects_without_ready=getattr(auto, "rejects_without_ready", False),
             scrape_interval_s=scrape,
             history_s=auto.window_s + 2 * scrape,
             wakes_on_arrival=auto.wakes_on_arrival,

@@ -7,12 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from autoscaler.baselines import RayServeAutoscaler, RayServeConfig
+from autoscaler.baselines import RayServeAutoscaler, RayServeConfig, SkyServeAutoscaler
 from autoscaler.types import AutoscalerInput, Decision, MetricsWindow, State
+from controlplane.simulator.capacity import ColdStartCapacity
+from controlplane.simulator.engine import Engine
 from controlplane.simulator.runner import Simulation
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
+from tests.unit.simulator.helpers import PHASES_100, Scripted, model
 
 FLEET = """
 name: t
@@ -56,3 +60,62 @@ def test_f_ray_serve_look_back_longer_than_the_default_window_is_honoured(
         ts = [s.t for s in m.samples]
         # 240 s of 1 s samples up to the last push: the whole look-back, not 30 s of it
         assert ts[-1] - ts[0] >= 239.0
+
+
+@dataclass(frozen=True)
+class RecordingSky(SkyServeAutoscaler):
+    ages: list[float] = field(default_factory=list)
+
+    def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
+        d, st = super().decide(inp, state)
+        if d.reason != "skyserve_between_decisions" and isinstance(inp.metrics, MetricsWindow):
+            self.ages.append(inp.now - inp.metrics.samples[-1].t)
+        return d, st
+
+
+def test_e_skyserve_decisions_see_load_balancer_syncs_of_any_age(tmp_path: Path) -> None:
+    sim = _steady(tmp_path, end_s=3600.0)
+    sky = RecordingSky()
+    sim.run_autoscaler(sky)
+    ages = sky.ages
+    assert len(ages) > 100
+    # never newer than a sync, never older than one sync gap (20 s +- 2) and a 1 s scrape
+    assert all(-1e-6 <= a <= 23.0 + 1e-6 for a in ages)
+    # not locked onto the syncs (0 s every time) nor at one offset: spread over 0-20 s
+    assert min(ages) < 5.0 and max(ages) > 15.0
+    assert len({round(a) for a in ages}) >= 10
+    # the same syncs in every run (seeded by the model): the replay is deterministic
+    again = RecordingSky()
+    sim.run_autoscaler(again)
+    assert again.ages == ages
+
+
+def _one_replica_when_busy(inp: AutoscalerInput) -> int:
+    return 1 if inp.now < 150.0 else 0
+
+
+@pytest.mark.parametrize("rejects", [False, True])
+def test_e_a_request_with_no_ready_replica_is_answered_at_once_where_the_data_plane_rejects(
+    rejects: bool,
+) -> None:
+    # No replica at first; one is asked for at 0 and ready at 100 (PHASES_100). Requests at
+    # 10 and 50 find none ready; the one at 120 finds it.
+    run = model([10.0, 50.0, 120.0], 5.0, slo_s=2.0)
+    out = Engine(
+        [run],
+        300.0,
+        Scripted(_one_replica_when_busy),
+        ColdStartCapacity({"m": PHASES_100}),
+        tick_s=1.0,
+        metric_lag_s=0.0,
+        scrape_interval_s=1.0,
+        history_s=10.0,
+        rejects_without_ready=rejects,
+    ).run()
+    m = out.models["m"]
+    if rejects:  # SkyServe's load balancer: 503 at once, a miss, no slot held
+        assert (m.met_slo, m.unserved) == (1, 2)
+        np.testing.assert_allclose(m.waits, [90.0, 50.0, 0.0])  # until a replica was ready
+    else:  # queued until the replica is ready (Knative's activator, Ray's handle)
+        assert (m.met_slo, m.unserved) == (1, 0)
+        np.testing.assert_allclose(m.waits, [90.0, 55.0, 0.0])
