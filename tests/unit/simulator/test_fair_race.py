@@ -119,3 +119,18 @@ def test_e_a_request_with_no_ready_replica_is_answered_at_once_where_the_data_pl
     else:  # queued until the replica is ready (Knative's activator, Ray's handle)
         assert (m.met_slo, m.unserved) == (1, 0)
         np.testing.assert_allclose(m.waits, [90.0, 55.0, 0.0])
+
+
+def test_d_hpa_runs_under_keda_to_zero_where_the_fleet_allows_zero(tmp_path: Path) -> None:
+    # Busy for 10 minutes, idle for 30, busy again: the template allows 0 replicas.
+    path = tmp_path / "gap.csv"
+    times = [*np.arange(0.0, 600.0, 2.0), *np.arange(2400.0, 3000.0, 2.0)]
+    path.write_text("timestamp,model,service_s\n" + "".join(f"{t},x,1\n" for t in times))
+    sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(path))]))
+    out = sim.run("hpa")
+    timeline = out.models["x"].timeline
+    zero = [p.t for p in timeline if 600.0 < p.t < 2400.0 and p.live == 0]
+    # KEDA's cooldown (300 s) after the last activity it saw (its 30 s poll, 15 s lag)
+    assert zero and 900.0 < zero[0] <= 600.0 + 15.0 + 300.0 + 30.0
+    assert any(p.live > 0 for p in timeline if p.t > 2400.0)  # and back on the next request
+    assert out.models["x"].cold_starts >= 1
