@@ -492,7 +492,7 @@ class Engine:
             metrics=metrics,
             replicas=counts,
             spec=run.spec,
-            cold_start_s=self.capacity.expected_cold_start_s(run.name),
+            cold_start_s=self.capacity.expected_cold_start_s(run.name, now),
         )
         decision, ms.state = self.autoscaler.decide(inp, ms.state)
         desired = max(run.spec.min_replicas, min(run.spec.max_replicas, decision.desired, 1 << 20))

@@ -118,6 +118,7 @@ class Simulation:
             runs,
             self.end_s,
             oracle,
+            # The clairvoyant reference: every launch takes the time it planned for.
             ColdStartCapacity(self._phases),
             tick_s=ORACLE_TICK_S,
             metric_lag_s=0.0,
@@ -152,7 +153,8 @@ class Simulation:
             runs,
             self.end_s,
             auto,
-            ColdStartCapacity(self._phases),
+            # The same draws for every decider: the k-th launch of a model takes the same time.
+            ColdStartCapacity(self._phases, draws=True),
             tick_s=auto.tick_s,
             metric_lag_s=auto.metric_lag_s,
             metric_push_s=auto.metric_push_s,

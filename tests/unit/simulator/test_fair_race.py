@@ -134,3 +134,55 @@ def test_d_hpa_runs_under_keda_to_zero_where_the_fleet_allows_zero(tmp_path: Pat
     assert zero and 900.0 < zero[0] <= 600.0 + 15.0 + 300.0 + 30.0
     assert any(p.live > 0 for p in timeline if p.t > 2400.0)  # and back on the next request
     assert out.models["x"].cold_starts >= 1
+
+
+def test_c_cold_starts_are_drawn_per_launch_the_same_for_every_decider() -> None:
+    phases = parse_fleet(FLEET).coldstart  # capacity_vm_s 30 (the median), spread 0.857
+    a, b = (ColdStartCapacity({"x": phases, "y": phases}, draws=True) for _ in range(2))
+    took_a = [g.ready_at - g.requested_at for g in (a.acquire("x", 0.0) for _ in range(200))]
+    b.acquire("y", 0.0)  # another model's launches do not shift this one's sequence
+    took_b = [g.ready_at - g.requested_at for g in (b.acquire("x", 5.0) for _ in range(200))]
+    np.testing.assert_allclose(took_a, took_b)  # the k-th launch: the same time in each run
+    rest = phases.total_s - phases.capacity_vm_s
+    node = np.array(took_a) - rest
+    assert node.min() > 0 and len(set(np.round(node, 6))) == 200  # every launch its own
+    assert abs(float(np.median(node)) - 30.0) < 6.0
+    p90 = float(np.percentile(node, 90))
+    assert 2.0 < p90 / 30.0 < 4.5  # coldstart.md: P90 about 3x the P50
+    fixed = ColdStartCapacity({"x": phases})  # without draws: the phase model's time
+    assert {fixed.acquire("x", 0.0).ready_at for _ in range(3)} == {phases.total_s}
+
+
+def test_c_a_decider_is_told_only_what_the_launches_so_far_taught() -> None:
+    phases = parse_fleet(FLEET).coldstart
+    cap = ColdStartCapacity({"x": phases}, draws=True)
+    assert cap.expected_cold_start_s("x", 0.0) == phases.total_s  # nothing observed yet
+    g1, g2, g3 = (cap.acquire("x", 0.0) for _ in range(3))
+    first = min(g1, g2, g3, key=lambda g: g.ready_at)
+    # Before any is ready: still the phase model, not the launches' true times.
+    assert cap.expected_cold_start_s("x", first.ready_at - 1e-3) == phases.total_s
+    assert cap.expected_cold_start_s("x", first.ready_at) == first.ready_at
+    # A launch cancelled before it was ready is never observed.
+    last = max(g1, g2, g3, key=lambda g: g.ready_at)
+    cap.release(last, last.ready_at - 1.0)
+    done = sorted(g.ready_at for g in (g1, g2, g3) if g is not last)
+    assert cap.expected_cold_start_s("x", 1e9) == pytest.approx(float(np.median(done)))
+
+
+def test_c_replays_tell_ours_the_learned_estimate(tmp_path: Path) -> None:
+    path = tmp_path / "ramp.csv"
+    times = np.cumsum(1.0 / np.linspace(0.5, 8.0, 7000))  # 0.5 -> 8 requests/s
+    path.write_text("timestamp,model,service_s\n" + "".join(f"{t},x,1\n" for t in times))
+    sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(path))]))
+    seen: list[float] = []
+
+    @dataclass(frozen=True)
+    class Recording(RayServeAutoscaler):
+        def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
+            seen.append(inp.cold_start_s)
+            return super().decide(inp, state)
+
+    out = sim.run_autoscaler(Recording(), 0.1)
+    assert out.models["x"].cold_starts > 0
+    assert seen[0] == sim.cold_start_s["x"]  # the phase model before any launch
+    assert len(set(seen)) > 1  # then what the launches so far showed
