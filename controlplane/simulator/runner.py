@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from autoscaler.baselines import REGISTRY
+from autoscaler.baselines import REGISTRY, variants
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
@@ -80,10 +80,15 @@ class Simulation:
         return REGISTRY[name]().knob.fractions
 
     def sweep_size(self, name: str) -> int:
-        """The most runs :meth:`sweep` makes for ``name``: every knob value, and for the
-        oracle on several models one more for its cheapest per-model mix."""
+        """The most runs :meth:`sweep` makes for ``name``: every knob value of each of its
+        variants (a peer's defaults and its tuned one), and for the oracle on several
+        models one more for its cheapest per-model mix."""
         extra = 1 if name == ORACLE and len(self.runs) > 1 else 0
-        return len(self.knob_values(name)) + extra
+        return sum(len(self.knob_values(v)) for v in self.variants(name)) + extra
+
+    @staticmethod
+    def variants(name: str) -> tuple[str, ...]:
+        return (ORACLE,) if name == ORACLE else variants(name)
 
     def default_knob(self, name: str) -> float | None:
         if name == ORACLE:
@@ -179,17 +184,19 @@ class Simulation:
         target: float,
         progress: Callable[[int, int, float], None] | None = None,
     ) -> SweepResult:
-        """Every documented knob value; the cheapest run reaching ``target``."""
-        values = self.knob_values(name)
+        """Every documented knob value; the cheapest run reaching ``target``. A peer races
+        in both its variants, its defaults and its documented tuning (``TUNED``): the
+        cheaper passing run of the two counts (its outcome names the variant)."""
         n = self.sweep_size(name)
         tried: list[RunOutcome] = []
-        for k, value in enumerate(values):
-            step = None if progress is None else _step(progress, k, n)
-            tried.append(self.run(name, value, step))
-        if n > len(values):
+        for variant in self.variants(name):
+            for value in self.knob_values(variant):
+                step = None if progress is None else _step(progress, len(tried), n)
+                tried.append(self.run(variant, value, step))
+        if name == ORACLE and n > len(tried):
             mix = self._oracle_mix(tried, target)
             if mix is not None:
-                step = None if progress is None else _step(progress, len(values), n)
+                step = None if progress is None else _step(progress, len(tried), n)
                 tried.append(self.run(name, mix, step))
         ok = [o for o in tried if o.summary().slo_attainment >= target]
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None

@@ -186,3 +186,18 @@ def test_c_replays_tell_ours_the_learned_estimate(tmp_path: Path) -> None:
     assert out.models["x"].cold_starts > 0
     assert seen[0] == sim.cold_start_s["x"]  # the phase model before any launch
     assert len(set(seen)) > 1  # then what the launches so far showed
+
+
+def test_a_each_peer_counts_at_the_better_of_its_defaults_and_its_tuning(
+    tmp_path: Path,
+) -> None:
+    sim = _steady(tmp_path, end_s=900.0)
+    for peer in ("knative", "skyserve", "rayserve", "hpa"):
+        result = sim.sweep(peer, 0.9)
+        raced = {o.autoscaler for o in result.tried}
+        assert raced == {peer, f"{peer}-tuned"}
+        assert len(result.tried) == sim.sweep_size(peer)
+        ok = [o for o in result.tried if o.summary().slo_attainment >= 0.9]
+        assert result.best is not None
+        assert result.best.summary().gpu_hours == min(o.summary().gpu_hours for o in ok)
+    assert {o.autoscaler for o in sim.sweep("ours", 0.9).tried} == {"ours"}
