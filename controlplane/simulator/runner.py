@@ -30,6 +30,9 @@ from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
 
 ORACLE = "oracle"
+# Runs a sweep makes per variant: both ends of the knob's range, then bisection; 6 halvings
+# of the utilization range (0.05-1.0) leave 0.015, finer than the old 17-value grid's 0.05.
+SWEEP_PROBES = 8
 ALL = ("ours", "knative", "skyserve", "rayserve", "hpa", ORACLE)
 
 
@@ -80,11 +83,11 @@ class Simulation:
         return REGISTRY[name]().knob.fractions
 
     def sweep_size(self, name: str) -> int:
-        """The most runs :meth:`sweep` makes for ``name``: every knob value of each of its
+        """The most runs :meth:`sweep` makes for ``name``: ``SWEEP_PROBES`` for each of its
         variants (a peer's defaults and its tuned one), and for the oracle on several
         models one more for its cheapest per-model mix."""
         extra = 1 if name == ORACLE and len(self.runs) > 1 else 0
-        return sum(len(self.knob_values(v)) for v in self.variants(name)) + extra
+        return SWEEP_PROBES * len(self.variants(name)) + extra
 
     @staticmethod
     def variants(name: str) -> tuple[str, ...]:
@@ -184,15 +187,14 @@ class Simulation:
         target: float,
         progress: Callable[[int, int, float], None] | None = None,
     ) -> SweepResult:
-        """Every documented knob value; the cheapest run reaching ``target``. A peer races
-        in both its variants, its defaults and its documented tuning (``TUNED``): the
-        cheaper passing run of the two counts (its outcome names the variant)."""
+        """The cheapest run reaching ``target``, every autoscaler's knob searched the same
+        way (:meth:`bisect`). A peer races in both its variants, its defaults and its
+        documented tuning (``TUNED``): the cheaper passing run of the two counts (its
+        outcome names the variant)."""
         n = self.sweep_size(name)
         tried: list[RunOutcome] = []
         for variant in self.variants(name):
-            for value in self.knob_values(variant):
-                step = None if progress is None else _step(progress, len(tried), n)
-                tried.append(self.run(variant, value, step))
+            self.bisect(variant, target, tried, progress, n)
         if name == ORACLE and n > len(tried):
             mix = self._oracle_mix(tried, target)
             if mix is not None:
@@ -201,6 +203,42 @@ class Simulation:
         ok = [o for o in tried if o.summary().slo_attainment >= target]
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
+
+    def bisect(
+        self,
+        name: str,
+        target: float,
+        tried: list[RunOutcome],
+        progress: Callable[[int, int, float], None] | None = None,
+        total: int = SWEEP_PROBES,
+    ) -> None:
+        """The cheapest passing knob by bisection over the knob's range, appending each run
+        to ``tried``: the cheap end (the highest target per replica; the oracle's least
+        headroom) first, where passing ends the search; then the safe end, where failing
+        does (nothing in the range passes, if attainment is monotone in the knob); then
+        halving the interval between the cheapest passing and the cheapest failing value
+        until ``SWEEP_PROBES`` runs. Attainment is only roughly monotone in the knob, so
+        the answer is the cheapest passing run of all (the sweep's ``min``), not the last.
+        The same probes for every autoscaler: no one gets a finer search."""
+        values = self.knob_values(name)
+        lo, hi = min(values), max(values)
+        cheap, safe = (lo, hi) if name == ORACLE else (hi, lo)
+
+        def probe(value: float) -> bool:
+            step = None if progress is None else _step(progress, len(tried), total)
+            out = self.run(name, value, step)
+            tried.append(out)
+            return out.summary().slo_attainment >= target
+
+        if probe(cheap) or not probe(safe):
+            return
+        passing, failing = safe, cheap
+        for _ in range(SWEEP_PROBES - 2):
+            mid = round((passing + failing) / 2, 6)
+            if probe(mid):
+                passing = mid
+            else:
+                failing = mid
 
     def _zero_wait(self) -> dict[str, Series]:
         """Each model's zero-wait concurrency, computed once: every oracle run of a sweep

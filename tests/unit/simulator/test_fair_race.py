@@ -3,8 +3,10 @@ whole replays (the runner and the engine), not only through a decider's own arit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +14,8 @@ import pytest
 from autoscaler.baselines import RayServeAutoscaler, RayServeConfig, SkyServeAutoscaler
 from autoscaler.types import AutoscalerInput, Decision, MetricsWindow, State
 from controlplane.simulator.capacity import ColdStartCapacity
-from controlplane.simulator.engine import Engine
-from controlplane.simulator.runner import Simulation
+from controlplane.simulator.engine import Engine, ModelOutcome, RunOutcome
+from controlplane.simulator.runner import SWEEP_PROBES, Simulation
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
 from tests.unit.simulator.helpers import PHASES_100, Scripted, model
@@ -196,8 +198,44 @@ def test_a_each_peer_counts_at_the_better_of_its_defaults_and_its_tuning(
         result = sim.sweep(peer, 0.9)
         raced = {o.autoscaler for o in result.tried}
         assert raced == {peer, f"{peer}-tuned"}
-        assert len(result.tried) == sim.sweep_size(peer)
+        assert len(result.tried) <= sim.sweep_size(peer)
         ok = [o for o in result.tried if o.summary().slo_attainment >= 0.9]
         assert result.best is not None
         assert result.best.summary().gpu_hours == min(o.summary().gpu_hours for o in ok)
     assert {o.autoscaler for o in sim.sweep("ours", 0.9).tried} == {"ours"}
+
+
+class _Curve(Simulation):
+    """A simulation whose replays are a given attainment curve over the knob (GPU-hours
+    falling as the knob rises), to check how the knob is searched."""
+
+    def __init__(self, passes: Callable[[float], bool]) -> None:  # no fleet or trace
+        self.passes = passes
+        self.probed: list[float] = []
+
+    def run(self, name: str, knob: Any = None, progress: Any = None) -> RunOutcome:
+        self.probed.append(float(knob))
+        ok = self.passes(float(knob))
+        model = ModelOutcome("m", 100, 100 if ok else 50, 0, np.zeros(100), 10 / knob, 0, 0, 0, [])
+        return RunOutcome(name, knob, 1.0, {"m": model})
+
+
+@pytest.mark.parametrize("name", ["ours", "knative", "hpa"])
+def test_b_every_knob_is_bisected_to_the_cheapest_passing_value(name: str) -> None:
+    curve = _Curve(lambda k: k <= 0.4625)  # off the old grid (0.45, 0.5)
+    result = curve.sweep(name, 0.99)
+    per_variant = len(result.tried) // len(curve.variants(name))
+    assert per_variant == SWEEP_PROBES  # the same search for every decider
+    assert result.best is not None
+    assert 0.4625 - 0.95 / 2**6 <= float(result.best.knob) <= 0.4625  # type: ignore[arg-type]
+    # The cheap end passing ends the search; the safe end failing does too.
+    assert len(_Curve(lambda k: True).sweep("ours", 0.99).tried) == 1
+    none = _Curve(lambda k: False).sweep("ours", 0.99)
+    assert none.best is None and len(none.tried) == 2
+
+
+def test_b_a_non_monotone_curve_keeps_the_cheapest_passing_run_seen() -> None:
+    # passes below 0.3 and in a pocket around 0.525 (the first midpoint): the pocket counts
+    curve = _Curve(lambda k: k < 0.3 or 0.52 < k < 0.53)
+    result = curve.sweep("ours", 0.99)
+    assert result.best is not None and result.best.knob == pytest.approx(0.525)
