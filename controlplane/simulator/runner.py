@@ -139,9 +139,7 @@ class Simulation:
             measure_from_s=self.warmup_s,
             metered=False,  # it plans on the trace itself
         )
-        outcome = engine.run(progress)
-        outcome.wall_s = time.perf_counter() - started
-        return outcome
+        return _timed(engine, progress, started)
 
     def run_autoscaler(
         self,
@@ -177,9 +175,7 @@ class Simulation:
             name=auto.name,
             measure_from_s=self.warmup_s,
         )
-        outcome = engine.run(progress)
-        outcome.wall_s = time.perf_counter() - started
-        return outcome
+        return _timed(engine, progress, started)
 
     def sweep(
         self,
@@ -266,6 +262,12 @@ class Simulation:
         if mix is None or len(set(mix.values())) == 1:
             return None  # a uniform headroom is already the cheapest
         return mix
+
+
+def _timed(engine: Engine, progress: Callable[[float], None] | None, started: float) -> RunOutcome:
+    outcome = engine.run(progress)
+    outcome.wall_s = time.perf_counter() - started  # (setup included)
+    return outcome
 
 
 def _step(progress: Callable[[int, int, float], None], k: int, n: int) -> Callable[[float], None]:

@@ -19,17 +19,7 @@ from controlplane.simulator.runner import SWEEP_PROBES, Simulation
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
 from tests.unit.simulator.helpers import PHASES_100, Scripted, model
-
-FLEET = """
-name: t
-coldstart: {capacity_vm_s: 30, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
-template:
-  shape: 1xH100
-  slots: 2
-  slo_s: 0.5
-  service: {per_request_s: 2.0}
-  usd_per_gpu_hour: 3.0
-"""
+from tests.unit.simulator.test_fleet_and_runs import FLEET  # its template: 1xH100, 2 slots
 
 
 def _steady(tmp_path: Path, gap_s: float = 2.0, end_s: float = 1200.0) -> Simulation:
