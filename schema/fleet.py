@@ -41,6 +41,11 @@ class ColdStartPhases(_Strict):
     # efficiency (§3.3 reading note) ≈ 5 s; rounded up to 10 s for origin variance (§1.4).
     weight_fetch_s: Seconds = 10.0
     load_init_s: Seconds = 210.0  # §5 T_init, vLLM 70B TP=8 without caches: typical 3.5 min
+    # The spread of T_capacity+T_vm from launch to launch: the standard deviation of its
+    # natural log, ``capacity_vm_s`` being the median. coldstart.md §1/§5: 8xH100 launches
+    # take ~10 min P50 and ~30 min P90 (Databricks), so ln(3) / 1.2816 (the normal's P90)
+    # = 0.857. The simulator draws each launch from it (seeded); 0: every launch the same.
+    capacity_vm_spread: Annotated[float, Field(ge=0, le=3)] = 0.857
 
     @property
     def node_s(self) -> float:
@@ -66,6 +71,7 @@ class ColdStartOverride(_Strict):
     image_pull_s: Seconds | None = None
     weight_fetch_s: Seconds | None = None
     load_init_s: Seconds | None = None
+    capacity_vm_spread: Annotated[float, Field(ge=0, le=3)] | None = None
 
     def apply(self, base: ColdStartPhases) -> ColdStartPhases:
         changes = {k: v for k, v in self.model_dump().items() if v is not None}

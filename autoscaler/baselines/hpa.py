@@ -7,7 +7,11 @@ rules, then either the legacy normalisation (no ``behavior`` in the spec, the ou
 path: 300 s scale-down stabilization, scale-up cap max(2 x current, 4)) or the ``behavior``
 defaults (scale-up policies 4 pods / 100 % per 15 s, scale-down 100 % per 15 s after a 300 s
 stabilization). Synced every 15 s. The HPA never scales a target that is at 0 replicas and
-its minReplicas is at least 1 (scale to zero is KEDA's job, not the HPA's)."""
+its minReplicas is at least 1: scale to zero is KEDA's job (§4.3), and where the model's
+``min_replicas`` is 0 the baseline runs as users run it, under a KEDA ScaledObject
+(minReplicaCount 0): every 30 s poll, active when the metric is above the activation
+threshold (0); active at 0 replicas -> 1; inactive for the 300 s cooldown -> 0. The HPA
+owns 1 <-> N."""
 
 from __future__ import annotations
 
@@ -35,6 +39,11 @@ class HpaConfig:
     scale_up_percent: float = 100.0
     scale_down_percent: float = 100.0
     policy_period_s: float = 15.0
+    # §4.3 KEDA, where the model allows 0 replicas (minReplicaCount 0, its default).
+    keda: bool = True
+    keda_polling_interval_s: float = 30.0  # pollingInterval
+    keda_cooldown_s: float = 300.0  # cooldownPeriod
+    keda_activation_threshold: float = 0.0  # activationThreshold (activity: value > it)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,6 @@ class HpaAutoscaler:
     metric_lag_s: float = 15.0
     metric_push_s: float = 0.0
     metric_push_phase_s: float = 0.0
-    window_s: float = 15.0  # the metric read at a sync: its average over one sync period
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target averageValue per pod",
@@ -54,13 +62,24 @@ class HpaAutoscaler:
         source="autoscalers.md §4.1 (any positive per-pod target)",
     )
 
+    @property
+    def window_s(self) -> float:
+        return self.config.sync_period_s  # the metric read at a sync: its mean over one period
+
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now
         st: dict[str, Any] = dict(state)
         hpa_min = max(1, spec.min_replicas)  # minReplicas defaults to 1; 0 needs an alpha gate
-        # currentReplicas is the scale target's spec.replicas, i.e. what the HPA last set; a
-        # new Deployment starts at >= minReplicas.
-        current = int(st["desired"]) if "desired" in st else max(inp.replicas.live, hpa_min)
+        keda = cfg.keda and spec.min_replicas == 0
+        # currentReplicas is the scale target's spec.replicas, i.e. what the HPA (or KEDA)
+        # last set; a new Deployment starts at >= minReplicas (KEDA: where it is).
+        first = max(inp.replicas.live, 0 if keda else hpa_min)
+        current = int(st["desired"]) if "desired" in st else first
+        if keda:
+            current, reason = self._keda(inp, st, current)
+            if reason is not None:
+                st["desired"] = current
+                return Decision(current, reason, "KEDA ScaledObject (§4.3)"), st
         if current == 0:
             st["desired"] = 0
             return Decision(0, "hpa_scaling_disabled", "target is at 0 replicas (§4.2)"), st
@@ -85,6 +104,32 @@ class HpaAutoscaler:
             f"target {target:g}: recommendation {rec}, current {current}"
         )
         return Decision(desired, reason, detail), st
+
+    def _keda(
+        self, inp: AutoscalerInput, st: dict[str, Any], current: int
+    ) -> tuple[int, str | None]:
+        """§4.3: the ScaledObject's executor at its polls (every ``pollingInterval`` from
+        its creation, the first call): active at 0 replicas -> 1, inactive past the
+        cooldown since it was last active (creation, initialCooldownPeriod 0, before
+        that) -> 0. Between polls and when it changes nothing, the HPA acts (reason None).
+        A failed query (NoData) changes nothing."""
+        cfg, now = self.config, inp.now
+        created = float(st.setdefault("keda_created", now))
+        period = cfg.keda_polling_interval_s
+        poll = math.floor((now - created) / period + 1e-9)
+        if poll <= int(st.get("keda_poll", -1)) or isinstance(inp.metrics, NoData):
+            return current, None
+        st["keda_poll"] = poll
+        # The HPA's own query (its per-pod metric summed), as the Prometheus scaler reads it.
+        value = mean_metric(recent(inp.metrics, now, cfg.sync_period_s), inp.spec.metric)
+        if (value or 0.0) > cfg.keda_activation_threshold:
+            st["keda_active"] = now
+            if current == 0:
+                return 1, "keda_activate"
+            return current, None
+        if current > 0 and now > float(st.get("keda_active", created)) + cfg.keda_cooldown_s:
+            return 0, "keda_scale_to_zero"
+        return current, None
 
     def _recommend(
         self, total: float, ready: int, missing: int, target: float, current: int

@@ -64,7 +64,6 @@ class KnativeAutoscaler:
     metric_lag_s: float = 1.0  # §1.1 / §7: 1 s scrape
     metric_push_s: float = 0.0
     metric_push_phase_s: float = 0.0
-    window_s: float = 60.0  # §1.1: the stable window
     wakes_on_arrival: bool = True  # §1.1: MultiScaler.Poke decides at once from scale 0
     knob: Knob = Knob(
         name="container-concurrency x container-concurrency-target-percentage",
@@ -72,6 +71,10 @@ class KnativeAutoscaler:
         fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §1.2, §1.8",
     )
+
+    @property
+    def window_s(self) -> float:
+        return self.config.stable_window_s  # §1.1: the longest window it reads
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now

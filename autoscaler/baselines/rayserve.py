@@ -43,7 +43,6 @@ class RayServeAutoscaler:
     metric_lag_s: float = 0.0
     metric_push_s: float = 10.0
     metric_push_phase_s: float = 0.0  # (the loop is 100x faster: any phase gives the same)
-    window_s: float = 30.0  # §3.1: look_back_period_s
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target_ongoing_requests",
@@ -52,6 +51,12 @@ class RayServeAutoscaler:
         fractions=UTILIZATION_SWEEP,
         source="autoscalers.md §3.3",
     )
+
+    @property
+    def window_s(self) -> float:
+        """§3.1: the metric is averaged over ``look_back_period_s``, whatever its value (the
+        simulator keeps this much history)."""
+        return self.config.look_back_period_s
 
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now

@@ -69,11 +69,17 @@ class SkyServeAutoscaler:
     tick_s: float = 5.0
     # §2 LB_CONTROLLER_SYNC_INTERVAL_SECONDS: the load balancer ships request timestamps every
     # 20 s, so a decision sees them up to the last sync ("up to 20 s stale", §2.1). The sync
-    # and decision loops start independently: half a period apart, the expected offset.
+    # loop and the decision loop each sleep their own interval after their own work, so
+    # their phases are independent: each sync lands at its own (seeded) point of its 20 s
+    # period and a decision sees data 0-20 s old (the phase below is then unused).
     metric_lag_s: float = 0.0
     metric_push_s: float = 20.0
     metric_push_phase_s: float = 10.0
-    window_s: float = 60.0
+    metric_push_random_phase: bool = True
+    # sky/serve/load_balancer.py: with no ready replica the load balancer answers 503 ("No
+    # ready replicas. Use sky serve status ...") at once; it holds nothing for a replica to
+    # come. (The request was recorded for the autoscaler's QPS first.)
+    rejects_without_ready: bool = True
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target_qps_per_replica (as target concurrency / mean service time)",
@@ -81,16 +87,22 @@ class SkyServeAutoscaler:
         source="autoscalers.md §2.1 (any positive QPS; range is a fraction of slot capacity)",
     )
 
+    @property
+    def window_s(self) -> float:
+        return self.config.qps_window_s
+
     def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
         cfg, spec, now = self.config, inp.spec, inp.now
         st: dict[str, Any] = dict(state)
         if isinstance(inp.metrics, NoData):
+            if "desired" not in st:  # not started deciding: what runs stays, no target yet
+                live = clamp(inp.replicas.live, spec.min_replicas, spec.max_replicas)
+                return Decision(live, "skyserve_no_data", inp.metrics.reason), st
             return hold(inp, st, "skyserve_no_data", inp.metrics.reason)
-        # The target before any decision: the replicas the service runs when this autoscaler
-        # takes over (a new service starts at min_replicas; a warm one at what it has).
-        target = int(
-            st.get("desired", clamp(inp.replicas.live, spec.min_replicas, spec.max_replicas))
-        )
+        # The target before any decision is its own: RequestRateAutoscaler starts at
+        # target_num_replicas = min_replicas ("SkyServe will launch min_replicas replicas of
+        # your service", docs serving/autoscaling.rst), whatever runs when it takes over.
+        target = int(st.get("desired", spec.min_replicas))
         last = st.get("last_decision")
         interval = cfg.no_replica_interval_s if target == 0 else cfg.decision_interval_s
         if last is not None and now - last < interval - 1e-9:

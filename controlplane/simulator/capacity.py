@@ -3,15 +3,22 @@
 The engine never computes a cold start itself: it asks a :class:`Capacity` for the nodes of
 one replica and gets back when they run and when the replica is ready (or a refusal, e.g. a
 stockout), and it tells the capacity when it lets them go. Today
-:class:`ColdStartCapacity` answers from the fleet's cold-start phases with unlimited stock;
+:class:`ColdStartCapacity` answers from the fleet's cold-start phases with unlimited stock
+(each launch's capacity wait drawn from the phases' spread, seeded);
 the placement, reconciler and simulated provider of later issues plug in here instead.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+import math
+import zlib
+from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
+from coldstart.model import expected_ready_from
 from schema.fleet import ColdStartPhases
 
 
@@ -34,28 +41,66 @@ class Capacity(Protocol):
         """The replica is gone; its nodes return. Idempotent per grant."""
         ...
 
-    def expected_cold_start_s(self, model: str) -> float:
-        """What an autoscaler is told to expect for a new replica (AutoscalerInput)."""
+    def expected_cold_start_s(self, model: str, now: float | None = None) -> float:
+        """What an autoscaler is told to expect for a new replica (AutoscalerInput) at
+        ``now``: never the truth of a launch to come, only what was learned by then (None:
+        before any launch)."""
         ...
 
 
-class ColdStartCapacity:
-    """Unlimited nodes, each ready after the model's cold-start phases (coldstart.md §0)."""
+@dataclass
+class _Pool:
+    phases: ColdStartPhases
+    rng: np.random.Generator
+    # Launches not yet ready, a heap of (ready at, seconds, grant id), and the
+    # time-to-ready of those that became ready, in the order they did.
+    pending: list[tuple[float, float, int]] = field(default_factory=list)
+    observed: list[float] = field(default_factory=list)
 
-    def __init__(self, phases: dict[str, ColdStartPhases]) -> None:
-        self._phases = phases
+
+class ColdStartCapacity:
+    """Unlimited nodes, each ready after the model's cold-start phases (coldstart.md §0).
+
+    ``draws``: each launch's T_capacity+T_vm is drawn from a lognormal around the phases'
+    ``capacity_vm_s`` (its median) with their ``capacity_vm_spread``; the other phases are
+    fixed. Seeded per model by its name and drawn in launch order, so the k-th launch of a
+    model takes the same time under every autoscaler of a run. Without, every launch takes
+    the phase model's time. What a decider is told (``expected_cold_start_s``) is what the
+    daemon would know: the median of the last launches that became ready by then
+    (``coldstart.expected_ready_from``), else the phase model's time."""
+
+    def __init__(self, phases: dict[str, ColdStartPhases], draws: bool = False) -> None:
+        self._pools = {
+            m: _Pool(p, np.random.default_rng(zlib.crc32(m.encode()))) for m, p in phases.items()
+        }
+        self._draws = draws
         self._next_id = 0
+        self._cancelled: set[int] = set()
         self.in_use: dict[int, Grant] = {}
 
     def acquire(self, model: str, now: float) -> Grant | None:
-        p = self._phases[model]
+        pool = self._pools[model]
+        p = pool.phases
+        node_s = p.node_s
+        if self._draws and p.capacity_vm_spread > 0:
+            node_s *= math.exp(p.capacity_vm_spread * float(pool.rng.standard_normal()))
         self._next_id += 1
-        grant = Grant(self._next_id, now, now + p.node_s, now + p.total_s)
+        total = node_s + (p.total_s - p.node_s)
+        grant = Grant(self._next_id, now, now + node_s, now + total)
         self.in_use[grant.grant_id] = grant
+        heapq.heappush(pool.pending, (grant.ready_at, total, grant.grant_id))
         return grant
 
     def release(self, grant: Grant, now: float) -> None:
         self.in_use.pop(grant.grant_id, None)
+        if now < grant.ready_at:
+            self._cancelled.add(grant.grant_id)  # never became ready: never observed
 
-    def expected_cold_start_s(self, model: str) -> float:
-        return self._phases[model].total_s
+    def expected_cold_start_s(self, model: str, now: float | None = None) -> float:
+        pool = self._pools[model]
+        if now is not None:
+            while pool.pending and pool.pending[0][0] <= now:
+                _, took, gid = heapq.heappop(pool.pending)
+                if gid not in self._cancelled:
+                    pool.observed.append(took)
+        return expected_ready_from(pool.observed, pool.phases.total_s)

@@ -1,13 +1,17 @@
 """The discrete-event, request-level replay: one autoscaler, one knob value, one trace.
 
-Virtual time only; deterministic (no randomness here at all: arrivals are fixed by the trace
-reader's seed). Rules every autoscaler shares, only the decision logic differs:
+Virtual time only; deterministic (arrivals are fixed by the trace reader's seed; the only
+draws here, a drifting metrics-push phase, are seeded by the model's name). Rules every
+autoscaler shares, only the decision logic differs:
 
 - A model's requests are served first-come first-served by the concurrency slots of its ready
   replicas (one queue per model, as behind Knative's activator / a load balancer). A request
   waits while no slot is free, and is never dropped: with no replica at all it queues and
-  wakes the model. It meets its SLO when its wait before service starts is <= the model's
-  ``slo_s``; one still waiting at the end of the trace is a miss and ``unserved``.
+  wakes the model. Behind a data plane that ``rejects_without_ready`` (SkyServe's load
+  balancer) one that finds no ready replica is answered with an error instead: a miss,
+  counted ``unserved``, its wait the time until a replica was ready. A request meets its
+  SLO when its wait before service starts is <= the model's ``slo_s``; one still waiting
+  at the end of the trace is a miss and ``unserved``.
 - Service time per request comes from the fleet's service-time model (``ModelRun``).
 - New replicas come from a :class:`~controlplane.simulator.capacity.Capacity`: requested now,
   ``provisioning`` until their nodes run, ``starting`` until ready. GPU time is charged from
@@ -39,6 +43,7 @@ import bisect
 import dataclasses
 import heapq
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -183,8 +188,9 @@ class _Model:
     run: ModelRun
     arr: list[float]
     svc: list[float]
-    meter: LoadMeter | None  # None: the autoscaler reads no metrics
+    svc_np: np.ndarray  # the meter's service times
     n: int
+    meter: LoadMeter | None = None  # None: the autoscaler reads no metrics
     i: int = 0  # next request to start (FCFS)
     starts: list[float] = field(default_factory=list)
     slots: list[tuple[float, int]] = field(default_factory=list)
@@ -194,6 +200,8 @@ class _Model:
     n_provisioning: int = 0
     n_starting: int = 0
     draining_until: list[float] = field(default_factory=list)  # heap of release times
+    rejected: list[int] = field(default_factory=list)  # answered 503: no ready replica
+    syncs: list[float] | None = None  # when each batch lands, where its phase drifts
     state: State = field(default_factory=dict)
     replica_seconds: float = 0.0
     cold_starts: int = 0
@@ -218,6 +226,8 @@ class Engine:
         scrape_interval_s: float,
         metric_push_s: float = 0.0,
         metric_push_phase_s: float = 0.0,
+        metric_push_random_phase: bool = False,
+        rejects_without_ready: bool = False,
         history_s: float = 120.0,
         wakes_on_arrival: bool = True,
         wake_lead_s: float | Callable[[str], float] = 0.0,
@@ -227,7 +237,15 @@ class Engine:
         metered: bool = True,
     ) -> None:
         """``metered=False``: the autoscaler reads no metrics (the oracle plans on the trace
-        itself), so none are computed and every decision gets ``NoData``."""
+        itself), so none are computed and every decision gets ``NoData``.
+        ``metric_push_random_phase``: the pushing loop runs independently of the deciding
+        one, each sleeping its period after its own work: the first batch lands at a random
+        point of the first period and each next one a period +- a tenth after the last
+        (seeded by the model's name, the same in every run), not at ``metric_push_phase_s``.
+        The phase between the loops drifts, so the data a decision sees is 0 to one period
+        old, a different age from decision to decision. ``rejects_without_ready``: the data
+        plane answers a request that finds no ready replica at once with an error
+        (SkyServe's load balancer, 503) instead of holding it until one is ready."""
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
         self.autoscaler = autoscaler
@@ -236,6 +254,8 @@ class Engine:
         self.lag = max(0.0, metric_lag_s)
         self.push = max(0.0, metric_push_s)
         self.push_phase = metric_push_phase_s
+        self.push_random = metric_push_random_phase and self.push > 0
+        self.rejects = rejects_without_ready
         self.dt = scrape_interval_s
         self.end_s = end_s
         self.t0 = measure_from_s  # warm-up before this: not charged, not counted
@@ -252,15 +272,23 @@ class Engine:
                 run=m,
                 arr=m.arrivals.tolist(),
                 svc=m.service_s.tolist(),
-                meter=(
-                    LoadMeter(m.arrivals, m.service_s, m.output_tokens, self.dt, history_s)
-                    if metered
-                    else None
-                ),
+                # (a copy where rejected requests get no service time)
+                svc_np=m.service_s.copy() if rejects_without_ready else m.service_s,
                 n=int(m.arrivals.size),
             )
             for k, m in enumerate(models)
         ]
+        for ms in self._models:
+            if metered:
+                m = ms.run
+                ms.meter = LoadMeter(m.arrivals, ms.svc_np, m.output_tokens, self.dt, history_s)
+        if self.push_random:
+            n = math.ceil(end_s / (0.9 * self.push)) + 2
+            for ms in self._models:
+                rng = np.random.default_rng(zlib.crc32(ms.run.name.encode()))
+                gaps = self.push + rng.uniform(-0.1, 0.1, n) * self.push
+                gaps[0] = rng.uniform(0.0, self.push)
+                ms.syncs = np.cumsum(gaps).tolist()
 
     # ---------------------------------------------------------------- event plumbing
 
@@ -372,6 +400,8 @@ class Engine:
         if rep is None or rep.state not in (_PROVISIONING, _STARTING):
             return  # cancelled while starting
         self._advance(ms, now)
+        if self.rejects and not ms.serving:
+            self._reject_waiting(ms, now)
         if rep.state == _PROVISIONING:
             ms.n_provisioning -= 1
         else:
@@ -379,6 +409,18 @@ class Engine:
         ms.pending.remove(rid)
         self._make_ready(ms, rep, now)
         self._record(ms, now, None)
+
+    def _reject_waiting(self, ms: _Model, now: float) -> None:
+        """Every request that found no ready replica was answered with an error: it leaves
+        the queue (a miss, its wait the time until a replica was ready again) and holds no
+        slot. It still counts as an arrival (the load balancer recorded it first)."""
+        arrived = bisect.bisect_left(ms.arr, now)
+        for j in range(ms.i, arrived):
+            ms.starts.append(now)
+            ms.rejected.append(j)
+            ms.svc[j] = 0.0
+            ms.svc_np[j] = 0.0
+        ms.i = max(ms.i, arrived)
 
     def _release(self, ms: _Model, rep: _Replica, at: float) -> None:
         rep.state = _GONE
@@ -427,10 +469,7 @@ class Engine:
         metrics: MetricsWindow | NoData = NoData("this autoscaler reads no metrics")
         meter = ms.meter
         if meter is not None:
-            seen = now - self.lag
-            if self.push > 0:  # delivered in batches: up to the last one
-                batches = math.floor((seen - self.push_phase) / self.push + 1e-9)
-                seen = batches * self.push + self.push_phase
+            seen = self._seen(ms, now - self.lag)
             upto = math.floor(seen / self.dt + 1e-9)
             if upto > meter.next_bin:
                 meter.update(ms.starts, upto)
@@ -453,7 +492,7 @@ class Engine:
             metrics=metrics,
             replicas=counts,
             spec=run.spec,
-            cold_start_s=self.capacity.expected_cold_start_s(run.name),
+            cold_start_s=self.capacity.expected_cold_start_s(run.name, now),
         )
         decision, ms.state = self.autoscaler.decide(inp, ms.state)
         desired = max(run.spec.min_replicas, min(run.spec.max_replicas, decision.desired, 1 << 20))
@@ -480,6 +519,17 @@ class Engine:
             return
         self._push(now + self.tick_s, _TICK, ms.idx)
 
+    def _seen(self, ms: _Model, seen: float) -> float:
+        """The end of the data that has reached the decider by ``seen``: the last batch
+        where metrics come in batches."""
+        if self.push <= 0:
+            return seen
+        if ms.syncs is None:
+            batches = math.floor((seen - self.push_phase) / self.push + 1e-9)
+            return batches * self.push + self.push_phase
+        k = bisect.bisect_right(ms.syncs, seen + 1e-9)
+        return ms.syncs[k - 1] if k > 0 else -self.push
+
     def _record(self, ms: _Model, now: float, desired: int | None) -> None:
         last = ms.timeline[-1] if ms.timeline else None
         d = desired if desired is not None else (last.desired if last else ms.live)
@@ -501,14 +551,17 @@ class Engine:
         waits[:served] = started - run.arrivals[:served]
         waits[served:] = np.maximum(end - run.arrivals[served:], 0.0)
         first = min(run.measured_from, ms.n)
-        met = int(np.count_nonzero(waits[first:served] <= run.slo_s + 1e-9))
+        ok = waits[:served] <= run.slo_s + 1e-9
+        ok[ms.rejected] = False  # an error is a miss, however fast it came
+        met = int(np.count_nonzero(ok[first:]))
+        rejected = sum(1 for j in ms.rejected if j >= first)
         hours = ms.replica_seconds / 3600.0
         self._record(ms, end, None)
         return ModelOutcome(
             model=run.name,
             requests=ms.n - first,
             met_slo=met,
-            unserved=ms.n - max(served, first),
+            unserved=ms.n - max(served, first) + rejected,
             waits=waits[first:],
             gpu_hours=hours * run.gpus_per_replica,
             cost_usd=hours * run.usd_per_replica_hour,

@@ -15,7 +15,10 @@ is over all requests pooled, so the cheapest plan spends the miss budget where a
 the most GPU time (often a small model's bursts), as a metrics-driven peer can by chance.
 
 It implements the same :class:`autoscaler.types.Autoscaler` protocol and runs in the same
-engine under the same rules; it just ignores the metrics.
+engine under the same rules; it just ignores the metrics. It alone knows the true cold
+start: the others meet launches whose capacity wait is drawn around the phase model (and
+are told only what past launches showed), while in its replay every launch takes the phase
+model's time, the one it plans with.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from autoscaler.baselines import REGISTRY
+from autoscaler.baselines import REGISTRY, variants
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
@@ -30,6 +30,9 @@ from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
 
 ORACLE = "oracle"
+# Runs a sweep makes per variant: both ends of the knob's range, then bisection; 6 halvings
+# of the utilization range (0.05-1.0) leave 0.015, finer than the old 17-value grid's 0.05.
+SWEEP_PROBES = 8
 ALL = ("ours", "knative", "skyserve", "rayserve", "hpa", ORACLE)
 
 
@@ -80,10 +83,15 @@ class Simulation:
         return REGISTRY[name]().knob.fractions
 
     def sweep_size(self, name: str) -> int:
-        """The most runs :meth:`sweep` makes for ``name``: every knob value, and for the
-        oracle on several models one more for its cheapest per-model mix."""
+        """The most runs :meth:`sweep` makes for ``name``: ``SWEEP_PROBES`` for each of its
+        variants (a peer's defaults and its tuned one), and for the oracle on several
+        models one more for its cheapest per-model mix."""
         extra = 1 if name == ORACLE and len(self.runs) > 1 else 0
-        return len(self.knob_values(name)) + extra
+        return SWEEP_PROBES * len(self.variants(name)) + extra
+
+    @staticmethod
+    def variants(name: str) -> tuple[str, ...]:
+        return (ORACLE,) if name == ORACLE else variants(name)
 
     def default_knob(self, name: str) -> float | None:
         if name == ORACLE:
@@ -100,61 +108,74 @@ class Simulation:
         """One replay. ``knob``: the oracle's headroom (one, or one per model), or for the
         others a fraction of one replica's capacity given to their knob (None: the fleet's
         target utilization)."""
-        started = time.perf_counter()
-        capacity = ColdStartCapacity(self._phases)
-        runs = self.runs
-        scrape = self.fleet.scrape_interval_s
-        if name == ORACLE:
-            headroom: float | dict[str, float]
-            if isinstance(knob, Mapping):
-                headroom = dict(knob)  # a copy: the outcome keeps it as its knob
-            else:
-                headroom = 1.0 if knob is None else float(knob)
-            oracle = OracleAutoscaler.plan(
-                runs, self.end_s, self.cold_start_s, headroom, self._zero_wait()
-            )
-            lead = dict(self.cold_start_s)
-            engine = Engine(
-                runs,
-                self.end_s,
-                oracle,
-                capacity,
-                tick_s=ORACLE_TICK_S,
-                metric_lag_s=0.0,
-                scrape_interval_s=scrape,
-                history_s=scrape,
-                wakes_on_arrival=True,
-                wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
-                knob=headroom,
-                name=name,
-                measure_from_s=self.warmup_s,
-                metered=False,  # it plans on the trace itself
-            )
-        else:
+        if name != ORACLE:
             if isinstance(knob, Mapping):
                 raise ValueError(f"{name}: one knob for every model (per model: oracle only)")
-            auto: TimedAutoscaler = REGISTRY[name]()
-            if knob is not None:
-                runs = [_with_knob(auto, r, knob) for r in runs]
-            engine = Engine(
-                runs,
-                self.end_s,
-                auto,
-                capacity,
-                tick_s=auto.tick_s,
-                metric_lag_s=auto.metric_lag_s,
-                metric_push_s=auto.metric_push_s,
-                metric_push_phase_s=auto.metric_push_phase_s,
-                scrape_interval_s=scrape,
-                history_s=auto.window_s + 2 * scrape,
-                wakes_on_arrival=auto.wakes_on_arrival,
-                knob=knob if knob is not None else self.default_knob(name),
-                name=name,
-                measure_from_s=self.warmup_s,
-            )
-        outcome = engine.run(progress)
-        outcome.wall_s = time.perf_counter() - started
-        return outcome
+            return self.run_autoscaler(REGISTRY[name](), knob, progress)
+        started = time.perf_counter()
+        # A mapping is copied: the outcome keeps it as its knob.
+        headroom: float | dict[str, float] = (
+            dict(knob) if isinstance(knob, Mapping) else 1.0 if knob is None else float(knob)
+        )
+        runs = self.runs
+        oracle = OracleAutoscaler.plan(
+            runs, self.end_s, self.cold_start_s, headroom, self._zero_wait()
+        )
+        lead = dict(self.cold_start_s)
+        engine = Engine(
+            runs,
+            self.end_s,
+            oracle,
+            # The clairvoyant reference: every launch takes the time it planned for.
+            ColdStartCapacity(self._phases),
+            tick_s=ORACLE_TICK_S,
+            metric_lag_s=0.0,
+            scrape_interval_s=self.fleet.scrape_interval_s,
+            history_s=self.fleet.scrape_interval_s,
+            wakes_on_arrival=True,
+            wake_lead_s=lambda m: lead[m] + ORACLE_TICK_S,
+            knob=headroom,
+            name=name,
+            measure_from_s=self.warmup_s,
+            metered=False,  # it plans on the trace itself
+        )
+        return _timed(engine, progress, started)
+
+    def run_autoscaler(
+        self,
+        auto: TimedAutoscaler,
+        knob: float | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> RunOutcome:
+        """One replay under ``auto`` (any configuration of a registered decider), at a
+        fraction ``knob`` of one replica's capacity (None: the fleet's target utilization).
+        The engine keeps as much metrics history as the decider's own window reads."""
+        started = time.perf_counter()
+        runs = self.runs
+        if knob is not None:
+            runs = [_with_knob(auto, r, knob) for r in runs]
+        scrape = self.fleet.scrape_interval_s
+        engine = Engine(
+            runs,
+            self.end_s,
+            auto,
+            # The same draws for every decider: the k-th launch of a model takes the same time.
+            ColdStartCapacity(self._phases, draws=True),
+            tick_s=auto.tick_s,
+            metric_lag_s=auto.metric_lag_s,
+            metric_push_s=auto.metric_push_s,
+            metric_push_phase_s=auto.metric_push_phase_s,
+            # Data-plane traits only some peers declare (SkyServe's load balancer).
+            metric_push_random_phase=getattr(auto, "metric_push_random_phase", False),
+            rejects_without_ready=getattr(auto, "rejects_without_ready", False),
+            scrape_interval_s=scrape,
+            history_s=auto.window_s + 2 * scrape,
+            wakes_on_arrival=auto.wakes_on_arrival,
+            knob=knob if knob is not None else self.default_knob(auto.name),
+            name=auto.name,
+            measure_from_s=self.warmup_s,
+        )
+        return _timed(engine, progress, started)
 
     def sweep(
         self,
@@ -162,21 +183,58 @@ class Simulation:
         target: float,
         progress: Callable[[int, int, float], None] | None = None,
     ) -> SweepResult:
-        """Every documented knob value; the cheapest run reaching ``target``."""
-        values = self.knob_values(name)
+        """The cheapest run reaching ``target``, every autoscaler's knob searched the same
+        way (:meth:`bisect`). A peer races in both its variants, its defaults and its
+        documented tuning (``TUNED``): the cheaper passing run of the two counts (its
+        outcome names the variant)."""
         n = self.sweep_size(name)
         tried: list[RunOutcome] = []
-        for k, value in enumerate(values):
-            step = None if progress is None else _step(progress, k, n)
-            tried.append(self.run(name, value, step))
-        if n > len(values):
+        for variant in self.variants(name):
+            self.bisect(variant, target, tried, progress, n)
+        if name == ORACLE and n > len(tried):
             mix = self._oracle_mix(tried, target)
             if mix is not None:
-                step = None if progress is None else _step(progress, len(values), n)
+                step = None if progress is None else _step(progress, len(tried), n)
                 tried.append(self.run(name, mix, step))
         ok = [o for o in tried if o.summary().slo_attainment >= target]
         best = min(ok, key=lambda o: o.summary().gpu_hours) if ok else None
         return SweepResult(name, best, tried)
+
+    def bisect(
+        self,
+        name: str,
+        target: float,
+        tried: list[RunOutcome],
+        progress: Callable[[int, int, float], None] | None = None,
+        total: int = SWEEP_PROBES,
+    ) -> None:
+        """The cheapest passing knob by bisection over the knob's range, appending each run
+        to ``tried``: the cheap end (the highest target per replica; the oracle's least
+        headroom) first, where passing ends the search; then the safe end, where failing
+        does (nothing in the range passes, if attainment is monotone in the knob); then
+        halving the interval between the cheapest passing and the cheapest failing value
+        until ``SWEEP_PROBES`` runs. Attainment is only roughly monotone in the knob, so
+        the answer is the cheapest passing run of all (the sweep's ``min``), not the last.
+        The same probes for every autoscaler: no one gets a finer search."""
+        values = self.knob_values(name)
+        lo, hi = min(values), max(values)
+        cheap, safe = (lo, hi) if name == ORACLE else (hi, lo)
+
+        def probe(value: float) -> bool:
+            step = None if progress is None else _step(progress, len(tried), total)
+            out = self.run(name, value, step)
+            tried.append(out)
+            return out.summary().slo_attainment >= target
+
+        if probe(cheap) or not probe(safe):
+            return
+        passing, failing = safe, cheap
+        for _ in range(SWEEP_PROBES - 2):
+            mid = round((passing + failing) / 2, 6)
+            if probe(mid):
+                passing = mid
+            else:
+                failing = mid
 
     def _zero_wait(self) -> dict[str, Series]:
         """Each model's zero-wait concurrency, computed once: every oracle run of a sweep
@@ -204,6 +262,12 @@ class Simulation:
         if mix is None or len(set(mix.values())) == 1:
             return None  # a uniform headroom is already the cheapest
         return mix
+
+
+def _timed(engine: Engine, progress: Callable[[float], None] | None, started: float) -> RunOutcome:
+    outcome = engine.run(progress)
+    outcome.wall_s = time.perf_counter() - started  # (setup included)
+    return outcome
 
 
 def _step(progress: Callable[[int, int, float], None], k: int, n: int) -> Callable[[float], None]:

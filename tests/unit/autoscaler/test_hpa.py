@@ -77,12 +77,40 @@ def test_missing_pods_count_as_zero_on_scale_up_and_full_on_scale_down() -> None
 
 
 def test_never_scales_from_zero_and_keeps_at_least_one() -> None:
-    d, _ = tick(HPA, {"desired": 0}, 0.0, 50 * T, 0)
+    # The HPA alone (no KEDA, as where the model keeps replicas: min_replicas >= 1).
+    hpa = HpaAutoscaler(config=HpaConfig(keda=False))
+    d, _ = tick(hpa, {"desired": 0}, 0.0, 50 * T, 0)
     assert (d.desired, d.reason) == (0, "hpa_scaling_disabled")
-    d, _ = tick(HPA, {}, 0.0, 0.0, 0)
+    d, _ = tick(hpa, {}, 0.0, 0.0, 0)
     assert d.desired == 1  # a new Deployment starts at minReplicas (1)
-    d, _ = tick(HPA, {"desired": 1}, 0.0, 0.0, 1)
+    d, _ = tick(hpa, {"desired": 1}, 0.0, 0.0, 1)
     assert d.desired == 1
+    # min_replicas 1: KEDA's scale to zero does not apply, the default is the HPA alone
+    spec = dataclasses.replace(SPEC, min_replicas=1)
+    d, _ = HPA.decide(inp(0.0, window(0.0, conc=50 * T, length=15), spec=spec), {"desired": 0})
+    assert (d.desired, d.reason) == (0, "hpa_scaling_disabled")
+
+
+def test_keda_scales_from_and_to_zero_where_the_model_allows_zero() -> None:
+    # Issue 23 (d): SPEC allows 0 replicas, so the HPA runs under a KEDA ScaledObject.
+    d, st = tick(HPA, {}, 0.0, 0.0, 0)  # created at 0 replicas, idle: stays there
+    assert (d.desired, d.reason) == (0, "hpa_scaling_disabled")
+    d, st = tick(HPA, st, 15.0, 50 * T, 0)  # requests wait, but KEDA polls every 30 s
+    assert d.desired == 0
+    d, st = tick(HPA, st, 30.0, 50 * T, 0)  # the poll sees activity: 0 -> 1
+    assert (d.desired, d.reason) == (1, "keda_activate")
+    d, st = tick(HPA, st, 45.0, 3 * T, 1)  # the HPA owns 1 -> N
+    assert (d.desired, d.reason) == (3, "hpa_scale_up")
+    out = []
+    t = 60.0
+    while t <= 420.0:  # idle from 60 s: last active at 30 s, so 0 after 330 s
+        d, st = tick(HPA, st, t, 0.0, 1)
+        out.append((t, d.desired, d.reason))
+        t += 15.0
+    zero = next(t for t, n, _ in out if n == 0)
+    assert zero == 360.0  # the first poll past 30 + 300 s
+    assert all(n >= 1 for t, n, _ in out if t < zero)  # the HPA alone keeps one
+    assert "keda_scale_to_zero" in {r for _, _, r in out}
 
 
 def test_behavior_policies_limit_each_15s_period() -> None:

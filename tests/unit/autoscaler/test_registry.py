@@ -13,7 +13,11 @@ from .synthetic import SPEC, inp, window
 
 
 def test_registry_names_every_autoscaler() -> None:
-    assert set(REGISTRY) == {"ours", "knative", "skyserve", "rayserve", "hpa"}
+    peers = {"knative", "skyserve", "rayserve", "hpa"}
+    # Issue 23 (a): each peer also in one tuned variant from its own documentation.
+    assert set(REGISTRY) == {"ours", *peers, *(f"{p}-tuned" for p in peers)}
+    for p in peers:
+        assert REGISTRY[f"{p}-tuned"]().config != REGISTRY[p]().config  # type: ignore[attr-defined]
     for key, make in REGISTRY.items():
         assert make().name == key
 

@@ -31,7 +31,9 @@ def test_defaults_match_the_reference() -> None:
     assert (cfg.qps_window_s, cfg.decision_interval_s, cfg.no_replica_interval_s) == (60, 20, 5)
     assert (cfg.upscale_threshold, cfg.downscale_threshold) == (15, 60)
     # Timestamps reach the controller with the load balancer's sync every 20 s (§2).
-    assert (SKY.metric_lag_s, SKY.metric_push_s, SKY.metric_push_phase_s) == (0.0, 20.0, 10.0)
+    assert (SKY.metric_lag_s, SKY.metric_push_s) == (0.0, 20.0)
+    # ... on the load balancer's own phase, not the decisions' (issue 23 e).
+    assert SKY.metric_push_random_phase and SKY.rejects_without_ready
     assert target_qps_per_replica(SPEC) == QPS_PER_REPLICA
 
 
@@ -107,8 +109,15 @@ def test_no_data_holds() -> None:
     assert (d.desired, d.reason) == (3, "skyserve_no_data")
 
 
-def test_a_warm_service_keeps_its_replicas_on_the_first_decision() -> None:
-    # Taking over a running service with 5 replicas: the target starts there, and a lower
-    # raw target must still wait out the 1200 s downscale delay.
-    d, _ = SKY.decide(inp(0.0, window(0.0, rate=35.0, length=60), ready=5), {})
-    assert d.desired == 5
+def test_the_first_target_is_min_replicas_whatever_runs() -> None:
+    # Issue 23 (e): RequestRateAutoscaler starts at target_num_replicas = min_replicas, not
+    # at the replicas the replay opens with. min 0: from zero, raw at once.
+    d, st = SKY.decide(inp(0.0, window(0.0, rate=35.0, length=60), ready=5), {})
+    assert (d.desired, d.reason) == (1, "skyserve_from_zero")
+    # min 2, raw 4: the target starts at 2 and the upscale must wait out its 300 s.
+    spec = dataclasses.replace(SPEC, min_replicas=2)
+    d, st = SKY.decide(inp(0.0, window(0.0, rate=140.0, length=60), ready=5, spec=spec), {})
+    assert (d.desired, d.reason) == (2, "skyserve_upscale_pending")
+    # Before its first decision (no data yet) it leaves what runs alone and sets no target.
+    d, st = SKY.decide(inp(0.0, NoData("no scrape yet"), ready=5), {})
+    assert d.desired == 5 and "desired" not in st

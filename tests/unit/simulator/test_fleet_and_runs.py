@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from controlplane.simulator.engine import Summary
-from controlplane.simulator.runner import ALL, Simulation, autoscaler_names
+from controlplane.simulator.runner import ALL, SWEEP_PROBES, Simulation, autoscaler_names
 from controlplane.simulator.setup import (
     MIN_SERVICE_S,
     SetupError,
@@ -238,8 +238,9 @@ def test_sweep_reports_the_cheapest_knob_reaching_the_target(tmp_path: Path) -> 
     sim = Simulation(parse_fleet(FLEET), read_trace([TraceSpec.parse(str(_tiny_trace(tmp_path)))]))
     result = sim.sweep("oracle", 0.99)
     # Two models, but one headroom is already the cheapest: no extra run for a mix.
-    assert len(sim.runs) == 2 and sim.sweep_size("oracle") == len(sim.knob_values("oracle")) + 1
-    assert len(result.tried) == len(sim.knob_values("oracle"))
+    # Bisection (issue 23 b): at most SWEEP_PROBES runs, stopping where the answer is known.
+    assert len(sim.runs) == 2 and sim.sweep_size("oracle") == SWEEP_PROBES + 1
+    assert 1 <= len(result.tried) <= SWEEP_PROBES
     assert result.best is not None
     ok = [o for o in result.tried if o.summary().slo_attainment >= 0.99]
     assert result.best.summary().gpu_hours == min(o.summary().gpu_hours for o in ok)
@@ -265,7 +266,7 @@ def test_oracle_sweep_spends_the_miss_budget_per_model(tmp_path: Path) -> None:
     uniform = {o.knob: o for o in result.tried if isinstance(o.knob, float)}
     # The progress counts the mix's replay too: it ends at the last of sweep_size runs.
     n = sim.sweep_size("oracle")
-    assert n == len(sim.knob_values("oracle")) + 1 == len(result.tried)
+    assert n == SWEEP_PROBES + 1 == len(result.tried)
     assert {s[1] for s in steps} == {n} and {s[0] for s in steps} == set(range(n))
     assert steps[-1][0] == n - 1 and steps[-1][2] == pytest.approx(1.0)
     assert result.best is not None and isinstance(result.best.knob, dict)
