@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from controlplane.simulator.runner import ALL, ORACLE, Simulation
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
+from tests.unit.simulator.helpers import bench_load
 
 KNOBS = {ORACLE: (0.8, 1.0)}
 PEER_KNOBS = (0.3, 0.9)
@@ -23,18 +25,8 @@ PEER_KNOBS = (0.3, 0.9)
 LIMIT_S = 1.0
 
 
-def _load(bound: ModuleType, arrivals: list[float], service: float, **kw: float) -> object:
-    a = np.array(arrivals, dtype=float)
-    return bound.Load(
-        kw.get("name", "m"),
-        a,
-        np.full(a.size, service),
-        int(kw.get("slots", 2)),
-        kw.get("slo_s", 0.5),
-        int(kw.get("gpus", 1)),
-        kw.get("cold_start_s", 100.0),
-        kw.get("span_s", 1000.0),
-    )
+def _load(bound: ModuleType, arrivals: list[float], service: float, **kw: Any) -> Any:
+    return bench_load(bound, arrivals, service, **{"slots": 2, **kw})
 
 
 def test_a_constant_load_costs_its_replicas_all_along(bound: ModuleType) -> None:
