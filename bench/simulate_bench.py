@@ -57,6 +57,7 @@ SERVEGEN = TRACES / "servegen-bailian-clients" / "servegen_client_traces.tar.gz"
 _traces_dir = TRACES
 FLEET = ROOT / "examples" / "fleet-gpu-mix.yaml"
 FLEET_LLM = ROOT / "examples" / "fleet-llm.yaml"
+FLEET_8B = ROOT / "examples" / "fleet-8b.yaml"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -161,6 +162,26 @@ SCENARIOS = (
         start_s=0,
         end_s=DAY,
         rate_scale=10.0,
+    ),
+    # Where replica granularity does not decide: a pool at its published rates on one-GPU
+    # replicas of an 8B-class model needs tens to hundreds of them, all day.
+    Scenario(
+        "servegen-m-large-day-8b",
+        (f"m-large={_rel(SERVEGEN)}",),
+        "ServeGen m-large, the whole of day 0 (no window picked), published rates, on "
+        "examples/fleet-8b.yaml (an 8B-class model on 1xH100): tens to a hundred replicas",
+        start_s=0,
+        end_s=DAY,
+        fleet=FLEET_8B,
+    ),
+    Scenario(
+        "servegen-m-mid-8b",
+        (f"m-mid={_rel(SERVEGEN)}",),
+        "ServeGen m-mid, day 0 10:00-11:00 (a busy hour clear of the pool's collection gaps), "
+        "published rates, on examples/fleet-8b.yaml: hundreds of 1xH100 replicas",
+        start_s=10 * 3600,
+        end_s=11 * 3600,
+        fleet=FLEET_8B,
     ),
 )
 
@@ -575,7 +596,8 @@ def render(
             "that nothing they replay has changed since, and replays are deterministic."
         )
         + " Fleet: `examples/fleet-gpu-mix.yaml` unless a scenario "
-        "names `examples/fleet-llm.yaml` (every number cited in both). Seed 0. "
+        "names `examples/fleet-llm.yaml` or `examples/fleet-8b.yaml` (every number cited in "
+        "each). Seed 0. "
         "Each autoscaler's knob is swept over its documented range "
         "(`autoscaler/README.md`; the oracle's headroom 0.6-1.5) exactly as "
         f"`gpucap simulate --slo-target {SLO_TARGET}` does, and the cheapest run with SLO "
