@@ -38,3 +38,9 @@ def heldout(bench: ModuleType) -> ModuleType:
 def floor(bench: ModuleType) -> ModuleType:
     """bench/floor.py (importing the ``bench`` fixture's module)."""
     return _load("floor")
+
+
+@pytest.fixture(scope="module")
+def bound(floor: ModuleType) -> ModuleType:
+    """bench/bound.py (importing the ``floor`` fixture's module)."""
+    return _load("bound")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -113,4 +115,20 @@ def engine(
         wakes_on_arrival=wakes,
         wake_lead_s=wake_lead_s,
         metered=metered,
+    )
+
+
+def bench_load(module: ModuleType, arrivals: list[float], service: float, **kw: Any) -> Any:
+    """A ``Load`` of bench/floor.py (or bench/bound.py, which shares it): one model's
+    requests of ``service`` seconds each; ``kw`` overrides the defaults below."""
+    a = np.array(arrivals, dtype=float)
+    return module.Load(
+        str(kw.get("name", "m")),
+        a,
+        np.full(a.size, service),
+        int(kw.get("slots", 1)),
+        kw.get("slo_s", 0.5),
+        int(kw.get("gpus", 1)),
+        kw.get("cold_start_s", 100.0),
+        kw.get("span_s", 1000.0),
     )

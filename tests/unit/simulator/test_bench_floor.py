@@ -15,20 +15,7 @@ from controlplane.simulator.runner import ALL, Simulation
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
 from tests.unit.simulator.helpers import Scripted, engine, model
-
-
-def _load_of(floor: ModuleType, arrivals: list[float], service: float, **kw: float) -> object:
-    a = np.array(arrivals, dtype=float)
-    return floor.Load(
-        "m",
-        a,
-        np.full(a.size, service),
-        int(kw.get("slots", 1)),
-        kw.get("slo_s", 0.5),
-        int(kw.get("gpus", 1)),
-        kw.get("cold_start_s", 100.0),
-        kw.get("span_s", 1000.0),
-    )
+from tests.unit.simulator.helpers import bench_load as _load_of
 
 
 def test_fcfs_misses_by_hand(floor: ModuleType) -> None:
