@@ -4,7 +4,8 @@ Idempotency (providers/base.py contract, clouds.md §D.4 point 3): the node's in
 in a freeform tag *and* in ``opc-retry-token``. A create first lists the compartment for a
 live instance carrying the intent tag, so a retry after a crash finds the instance even if
 the token has expired (24 h, clouds.md §A.5) or was never sent. The find and the launch are
-retried together as one unit, so an attempt after a lost response finds instead of creating.
+retried together as one unit (by ``provider.py``, the one retry layer), so an attempt after
+a lost response finds instead of creating.
 
 A retry token outlives the instance it made: OCI replays the original launch response for
 24 h, even after that instance was terminated, and answers 409 if the same token comes with
@@ -45,7 +46,7 @@ from providers.errors import (
 from providers.oci.errors import Target, Where, is_retry_token_conflict
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
-from providers.retry import call_with_retry
+from providers.retry import is_retryable
 
 log = structlog.get_logger(__name__)
 
@@ -113,11 +114,7 @@ class Instances:
         where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
         image = req.image or self.base_image(req.region, req.instance_type, where)
         subnet = self._subnet(req.region, zone, where)
-        return call_with_retry(
-            lambda: self._find_or_launch(req, zone, image, subnet, where),
-            self.session.retry_policy,
-            what="oci.create_node",
-        )
+        return self._find_or_launch(req, zone, image, subnet, where)
 
     def _find_or_launch(
         self, req: NodeRequest, zone: str, image: str, subnet: str, where: Where
@@ -142,7 +139,7 @@ class Instances:
                 # elsewhere once its instance was gone): chain it to this request's content.
                 replaced = f"{token}\x00{_launch_digest(req, zone, image, subnet)}"
                 continue
-            current = self.session.call_once(
+            current = self.session.call(
                 "get_instance",
                 self.session.compute(req.region).get_instance,
                 inst.id,
@@ -183,7 +180,7 @@ class Instances:
         # One request, no retry of any kind here: "Out of host capacity" is a 500 and must
         # reach placement at once (clouds.md §A.5, §A.6); throttle/transient retries happen a
         # level up, around find-or-launch.
-        resp = self.session.call_once(
+        resp = self.session.call(
             "launch_instance",
             self.session.compute(req.region).launch_instance,
             details,
@@ -205,7 +202,7 @@ class Instances:
     def _with_intent(self, region: str, intent_id: str, where: Where) -> list[Any]:
         return [
             i
-            for i in self.session.list_all_once(
+            for i in self.session.list_all(
                 "list_instances",
                 self.session.compute(region).list_instances,
                 self.session.compartment_id,
@@ -237,8 +234,12 @@ class Instances:
                 free, _ = host_availability(self.session, req.region, ad, [req.instance_type])[
                     req.instance_type
                 ]
-            except (ProviderError, KeyError):
+            except ProviderError as err:
+                if is_retryable(err):
+                    raise  # the verb's retry layer decides, not this best-effort probe
                 break  # no report: availability unknown, take the first offering AD
+            except KeyError:
+                break
             if free:
                 return ad
         return offering[0]
@@ -370,6 +371,8 @@ class Instances:
         except AuthFailed:
             raise
         except ProviderError as err:
+            if is_retryable(err):
+                raise  # the verb's retry layer decides, not this best-effort read
             log.info("oci.private_ip_unknown", region=region, kind=err.kind, code=err.code)
             return {}
 

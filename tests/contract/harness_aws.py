@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from providers.aws import AwsProvider, build_provider
+from providers.aws import AwsProvider
 from providers.aws.instances import LIVE_STATES
 from providers.base import TAG_INTENT
 from schema.policy import Account
@@ -83,7 +83,7 @@ def aws_harness(moto: MotoEmulator) -> Iterator[AwsHarness]:
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto.direct_url)
     s3.create_bucket(Bucket=BUCKET)  # idempotent in us-east-1
     account = Account(name="contract-aws", cloud=Cloud.AWS, owner=Owner.SHARED, regions=[REGION])
-    provider = build_provider(
+    provider = AwsProvider.for_account(
         account,
         customer="contract-co",
         external_id=None,

@@ -206,7 +206,7 @@ def test_unusable_credentials_are_auth_failed_for_the_account(world: World) -> N
         oci_account("oci-stranger", rogue),
         endpoint_url=world.fake.endpoint_template,
         config_file=str(write_config(other, [rogue])),
-        retry_policy=FAST_RETRY,
+        retry=FAST_RETRY,
     )
     with pytest.raises(AuthFailed) as info2:
         provider.list_offerings([REGION])
@@ -232,7 +232,7 @@ def test_sdk_global_retry_setting_cannot_retry_a_stockout(world: World) -> None:
                             {world.a.fingerprint!r}, "", "", {world.a.profile!r})
         p = OciProvider(oci_account("oci-a", ident), endpoint_url={world.fake.endpoint_template!r},
                         config_file={str(world.config_file)!r},
-                        retry_policy=RetryPolicy(max_attempts=3, base_delay_s=0.01))
+                        retry=RetryPolicy(max_attempts=3, base_delay_s=0.01))
         try:
             p.create_node(NodeRequest("n-env", "BM.GPU.H100.8", {REGION!r}, {zone!r}))
         except CapacityUnavailable:
