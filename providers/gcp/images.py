@@ -21,9 +21,8 @@ from providers.base import TAG_MANAGED, Image
 from providers.errors import InvalidRequest, ProviderError
 from providers.gcp import errors as gerr
 from providers.gcp.instances import parse_instance_id
-from providers.gcp.labels import image_request_id, label_key, label_value
-from providers.gcp.operations import CALL_TIMEOUT_S, wait_global_operation
-from providers.gcp.session import GcpSession
+from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_global_operation
+from providers.gcp.tags import image_request_id, label_key, label_value
 
 _STATE = {"READY": "available", "PENDING": "pending", "FAILED": "failed"}
 # Creating an image from a 200 GB disk takes minutes; create waits briefly, then returns

@@ -37,7 +37,8 @@ import structlog
 from providers.base import TAG_INTENT, CloudNode, CreateResult, InstanceStatus, NodeRequest
 from providers.errors import InvalidRequest, ProviderError, Scope, TransientError
 from providers.gcp import errors as gerr
-from providers.gcp.labels import (
+from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_zone_operation
+from providers.gcp.tags import (
     TAGS_METADATA_KEY,
     USER_DATA_METADATA_KEY,
     delete_request_id,
@@ -46,8 +47,6 @@ from providers.gcp.labels import (
     request_id,
     vm_name,
 )
-from providers.gcp.operations import CALL_TIMEOUT_S, wait_zone_operation
-from providers.gcp.session import GcpSession
 
 log = structlog.get_logger(__name__)
 

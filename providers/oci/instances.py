@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +45,7 @@ from providers.errors import (
 from providers.oci.errors import Target, Where, is_retry_token_conflict
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
+from providers.oci.tags import retry_token, tags_of
 from providers.retry import is_retryable
 
 log = structlog.get_logger(__name__)
@@ -62,24 +62,13 @@ _STATUS = {
     "TERMINATING": InstanceStatus.TERMINATED,
     "TERMINATED": InstanceStatus.TERMINATED,
 }
-# OCI retry tokens: at most 64 characters (oci ComputeClient docstring).
-_TOKEN_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAX_TOKEN_CHAIN = 4  # re-creates of one intent within a token's 24 h lifetime
 BASE_IMAGE_OS = "Oracle Linux"  # the GPU platform images (driver preinstalled)
 SUBNET_TAG = "gpucap-subnet"  # a subnet an operator marked for gpucap nodes
 
 
-def retry_token(intent_id: str, replaced: str | None = None) -> str:
-    """The opc-retry-token for an intent: the intent id itself when OCI accepts it, else a
-    digest; chained to a replaced (terminated) instance's OCID after a re-create."""
-    if replaced is None and _TOKEN_OK.match(intent_id):
-        return intent_id
-    seed = intent_id if replaced is None else f"{intent_id}\x00{replaced}"
-    return hashlib.sha256(seed.encode()).hexdigest()[:64]
-
-
 def to_node(inst: Any, region: str, private_ip: str | None = None) -> CloudNode:
-    tags = dict(inst.freeform_tags or {})
+    tags = tags_of(inst)
     return CloudNode(
         instance_id=inst.id,
         intent_id=tags.get(TAG_INTENT, ""),

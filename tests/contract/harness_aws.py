@@ -42,6 +42,9 @@ class AwsHarness:
         code, status = HARNESS_FAULTS[fault]
         self.emulator.inject(code, status, count=count, zone=zone)
 
+    def create_requests(self) -> int:
+        return self.emulator.faults.seen["RunInstances"]
+
     def instances_with_intent(self, intent_id: str) -> int:
         resp = self.direct_ec2.describe_instances(
             Filters=[

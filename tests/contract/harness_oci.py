@@ -151,6 +151,9 @@ class OciHarness:
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(_FAULTS[fault], operation="LaunchInstance", count=count, ad=zone)
 
+    def create_requests(self) -> int:
+        return len(self.fake.requests("LaunchInstance"))
+
     def instances_with_intent(self, intent_id: str) -> int:
         return len(self.fake.live_instances_with_tag(TAG_INTENT, intent_id))
 
