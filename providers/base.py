@@ -13,6 +13,17 @@ adapter, the simulated one included):
 - ``terminate_node`` is idempotent: an instance that is already gone is success.
 - ``list_offerings`` returns every known offering in the given regions, with availability as
   a field (never by omission).
+- Retries live in one layer: each verb is retried as a whole by ``providers.retry`` (only
+  ``Throttled`` and ``TransientError``), in the cloud's ``provider.py``; the SDK clients
+  underneath make one attempt per call (botocore ``total_max_attempts=1``, google api_core
+  ``retry=None``, OCI ``NoneRetryStrategy``), so the cloud sees ``max_attempts`` requests,
+  never that times the SDK's own count.
+
+Every cloud package (``providers/{aws,gcp,oci}/``, SkyPilot's ``sky/provision/<cloud>/``
+shape) has the same modules: ``provider`` (the class and ``build_provider(account, *,
+customer, external_id, endpoint_url=None)``, what ``providers.registry`` calls), ``session``,
+``errors``, ``instances``, ``offerings``, ``images``, ``objects``, ``quotas``, ``tags`` and
+``check``; ``tests/contract/test_provider_shape.py`` keeps it so.
 """
 
 from __future__ import annotations

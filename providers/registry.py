@@ -1,7 +1,8 @@
 """Builds the :class:`~providers.base.Provider` for an account, importing only that cloud's SDK.
 
 Each cloud package (``providers.aws``, ``providers.gcp``, ``providers.oci``) exposes one
-function with the same signature as :func:`build_provider` below (minus ``sim``); the
+function with the same signature as :func:`build_provider` below (minus ``sim``; checked by
+``tests/contract/test_provider_shape.py``); the
 registry imports the package on first use, so a deployment that only uses AWS never loads
 google-cloud-compute or oci. ``sim`` selects the simulated cloud instead (the demo, the
 simulator and end-to-end tests): same interface, same contract suite.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from providers.aws import AwsProvider
 from providers.aws.errors import from_botocore
 from providers.aws.offerings import AWS_TYPES, zones_and_offered
+from providers.aws.provider import AwsProvider
 from providers.aws.quotas import quota_headroom
 from providers.errors import ProviderError
 from providers.preflight import Finding

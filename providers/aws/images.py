@@ -13,6 +13,7 @@ from typing import Any
 
 from providers.aws.errors import from_botocore
 from providers.aws.session import AwsSession
+from providers.aws.tags import tag_list
 from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
 from providers.errors import NotFound
 
@@ -29,7 +30,7 @@ def create_image(
     sess: AwsSession, region: str, source_instance_id: str, name: str, tags: Mapping[str, str]
 ) -> Image:
     all_tags = {**tags, TAG_MANAGED: MANAGED_VALUE}
-    tag_list = [{"Key": k, "Value": v} for k, v in sorted(all_tags.items())]
+    tagged = tag_list(all_tags)
     ec2 = sess.client("ec2", region)
     try:
         resp = ec2.create_image(
@@ -38,14 +39,14 @@ def create_image(
             # A reboot gives a consistent filesystem; the source is a bake node, not a
             # serving one (clouds.md §B: NoReboot risks an inconsistent image).
             NoReboot=False,
-            TagSpecifications=[{"ResourceType": "image", "Tags": tag_list}],
+            TagSpecifications=[{"ResourceType": "image", "Tags": tagged}],
         )
         # Snapshots are tagged in a second call rather than with a "snapshot"
         # TagSpecification, which moto (the emulator) does not implement; AWS accepts both.
         raw = _describe_raw(sess, region, resp["ImageId"])
         snapshots = _snapshot_ids(raw or {})
         if snapshots:
-            ec2.create_tags(Resources=snapshots, Tags=tag_list)
+            ec2.create_tags(Resources=snapshots, Tags=tagged)
     except Exception as exc:
         raise from_botocore(exc, region=region) from exc
     if raw is None:

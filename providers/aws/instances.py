@@ -9,12 +9,12 @@ moto (our emulator) ignores it altogether (clouds.md §E.1).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from providers.aws.errors import from_botocore
 from providers.aws.session import AwsSession
+from providers.aws.tags import client_token, tag_list, tags_of
 from providers.base import (
     MANAGED_VALUE,
     TAG_INTENT,
@@ -25,7 +25,6 @@ from providers.base import (
     NodeRequest,
 )
 from providers.errors import NotFound
-from providers.retry import RetryPolicy, call_with_retry
 
 # Instance states that still hold (or will hold) capacity; terminated ones are history.
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -41,32 +40,19 @@ _STATUS = {
 }
 
 
-def client_token(intent_id: str) -> str:
-    """Stable ClientToken (<= 64 ASCII) for an intent: the same across process restarts,
-    unlike the UUID botocore would generate per call (clouds.md §A.3)."""
-    return hashlib.sha256(intent_id.encode()).hexdigest()[:64]
-
-
-def create_node(
-    sess: AwsSession, request: NodeRequest, image_id: str, policy: RetryPolicy
-) -> CreateResult:
-    tags = dict(request.tags)
-    tags[TAG_INTENT] = request.intent_id
-    tags[TAG_MANAGED] = MANAGED_VALUE
-
-    def once() -> CreateResult:
-        found = find_by_intent(sess, request.region, request.intent_id)
-        if found is not None:
-            return CreateResult(found, created=False)
-        return CreateResult(_run(sess, request, image_id, tags), created=True)
-
-    return call_with_retry(once, policy, what=f"aws create {request.intent_id}")
+def create_node(sess: AwsSession, request: NodeRequest, image_id: str) -> CreateResult:
+    """One find-or-create attempt; ``provider.py`` retries it as a whole."""
+    found = find_by_intent(sess, request.region, request.intent_id)
+    if found is not None:
+        return CreateResult(found, created=False)
+    tags = {**request.tags, TAG_INTENT: request.intent_id, TAG_MANAGED: MANAGED_VALUE}
+    return CreateResult(_run(sess, request, image_id, tags), created=True)
 
 
 def _run(
     sess: AwsSession, request: NodeRequest, image_id: str, tags: Mapping[str, str]
 ) -> CloudNode:
-    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    tagged = tag_list(tags)
     params: dict[str, Any] = {
         "ImageId": image_id,
         "InstanceType": request.instance_type,
@@ -74,8 +60,8 @@ def _run(
         "MaxCount": 1,
         "ClientToken": client_token(request.intent_id),
         "TagSpecifications": [
-            {"ResourceType": "instance", "Tags": tag_list},
-            {"ResourceType": "volume", "Tags": tag_list},
+            {"ResourceType": "instance", "Tags": tagged},
+            {"ResourceType": "volume", "Tags": tagged},
         ],
     }
     if request.zone:
@@ -86,7 +72,7 @@ def _run(
         params["CapacityReservationSpecification"] = {
             "CapacityReservationTarget": {"CapacityReservationId": request.reservation}
         }
-    ec2 = sess.client("ec2", request.region, create=True)
+    ec2 = sess.client("ec2", request.region)
     try:
         resp = ec2.run_instances(**params)
     except Exception as exc:
@@ -145,7 +131,7 @@ def terminate_node(sess: AwsSession, region: str, instance_id: str) -> None:
 
 
 def to_node(inst: Mapping[str, Any], region: str) -> CloudNode:
-    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", []) or []}
+    tags = tags_of(inst)
     state = str((inst.get("State") or {}).get("Name", "pending"))
     return CloudNode(
         instance_id=str(inst["InstanceId"]),

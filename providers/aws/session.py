@@ -6,11 +6,11 @@
   *refreshable*: botocore fetches them on first use and again before they expire, and they
   live only in memory. Nothing here logs a key, a token or the ExternalId secret.
 
-Two client flavours per (service, region): the normal one keeps botocore's standard retries
-(throttling and 5xx on reads are harmless to retry), and the *create* one has SDK retries
-off, because botocore would retry ``InsufficientInstanceCapacity`` as a 5xx for up to 18 s
-(clouds.md §E.1) when placement wants to hear about the stockout at once; throttled and
-transient creates are retried by ``providers.retry`` around find-or-create instead.
+Every client is fail-fast: botocore's retries are off (``total_max_attempts: 1``). botocore
+would retry ``InsufficientInstanceCapacity`` as a 5xx for up to 18 s (clouds.md §E.1) when
+placement wants to hear about the stockout at once, and retries at two levels multiply the
+requests a throttled API sees. Throttled and transient errors are retried by
+``providers.retry`` around each verb, in ``provider.py`` only.
 """
 
 from __future__ import annotations
@@ -75,16 +75,16 @@ class AwsSession:
         self._external_id = external_id
         self._lock = threading.Lock()
         self._session: boto3.Session | None = None
-        self._clients: dict[tuple[str, str, bool], Any] = {}
+        self._clients: dict[tuple[str, str], Any] = {}
 
     @property
     def role_session_name(self) -> str:
         # Customer and account in the session name make CloudTrail auditable (clouds.md §C).
         return f"gpucap-{self.customer}-{self.account}"[:64]
 
-    def client(self, service: str, region: str, *, create: bool = False) -> Any:
-        """A client for ``service`` in ``region``; ``create=True``: no SDK-level retries."""
-        key = (service, region, create)
+    def client(self, service: str, region: str) -> Any:
+        """A fail-fast client for ``service`` in ``region`` (no SDK-level retries)."""
+        key = (service, region)
         with self._lock:
             found = self._clients.get(key)
             if found is None:
@@ -93,7 +93,7 @@ class AwsSession:
                         service,
                         region_name=region,
                         endpoint_url=self.endpoint_url,
-                        config=_client_config(create),
+                        config=_client_config(),
                     )
                 except Exception as exc:  # e.g. a profile missing from the AWS config
                     from providers.aws.errors import from_botocore
@@ -124,16 +124,11 @@ class AwsSession:
         )
 
 
-def _client_config(create: bool) -> Any:
+def _client_config() -> Any:
     from botocore.config import Config
 
-    retries: dict[str, Any] = (
-        {"mode": "standard", "total_max_attempts": 1}
-        if create
-        else {"mode": "standard", "max_attempts": 3}
-    )
     return Config(
-        retries=retries,  # type: ignore[arg-type]
+        retries={"mode": "standard", "total_max_attempts": 1},
         connect_timeout=CONNECT_TIMEOUT_S,
         read_timeout=READ_TIMEOUT_S,
         user_agent_extra="gpucap",
@@ -160,9 +155,7 @@ def _assumed_role_session(
         DeferredRefreshableCredentials,
     )
 
-    sts = base.client(
-        "sts", region_name=region, endpoint_url=endpoint_url, config=_client_config(False)
-    )
+    sts = base.client("sts", region_name=region, endpoint_url=endpoint_url, config=_client_config())
 
     def fetch() -> dict[str, str]:
         resp = sts.assume_role(

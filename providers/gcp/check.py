@@ -15,9 +15,10 @@ from typing import Any
 
 from providers.errors import ProviderError
 from providers.gcp import errors as gerr
-from providers.gcp.offerings import list_offerings, quota_headroom
-from providers.gcp.operations import CALL_TIMEOUT_S
+from providers.gcp.offerings import list_offerings
 from providers.gcp.provider import GcpProvider
+from providers.gcp.quotas import quota_headroom
+from providers.gcp.session import CALL_TIMEOUT_S
 
 
 @dataclass(frozen=True)

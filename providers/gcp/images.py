@@ -21,10 +21,8 @@ from providers.base import TAG_MANAGED, Image
 from providers.errors import InvalidRequest, ProviderError
 from providers.gcp import errors as gerr
 from providers.gcp.instances import parse_instance_id
-from providers.gcp.labels import image_request_id, label_key, label_value
-from providers.gcp.operations import CALL_TIMEOUT_S, wait_global_operation
-from providers.gcp.session import GcpSession
-from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
+from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_global_operation
+from providers.gcp.tags import image_request_id, label_key, label_value
 
 _STATE = {"READY": "available", "PENDING": "pending", "FAILED": "failed"}
 # Creating an image from a 200 GB disk takes minutes; create waits briefly, then returns
@@ -44,12 +42,10 @@ class GcpImages:
         self,
         session: GcpSession,
         *,
-        retry: RetryPolicy = DEFAULT_POLICY,
         op_deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.session = session
-        self.retry = retry
         self.op_deadline_s = op_deadline_s
         self.sleep = sleep
 
@@ -63,67 +59,61 @@ class GcpImages:
         zone, vm, _ = parse_instance_id(source_instance_id)
         where = gerr.Where(region, zone)
 
-        def attempt() -> Image:
+        try:
+            inst = self.session.client("InstancesClient").get(
+                project=self.session.project,
+                zone=zone,
+                instance=vm,
+                retry=None,
+                timeout=CALL_TIMEOUT_S,
+            )
+            boot = next((d for d in inst.disks if d.boot), None)
+            if boot is None:
+                raise InvalidRequest(
+                    f"instance {source_instance_id} has no boot disk to image",
+                    code="noBootDisk",
+                )
             try:
-                inst = self.session.client("InstancesClient").get(
-                    project=self.session.project,
-                    zone=zone,
-                    instance=vm,
+                op = self._client.insert_unary(
+                    request=compute_v1.InsertImageRequest(
+                        project=self.session.project,
+                        force_create=True,
+                        request_id=image_request_id(self.session.project, name),
+                        image_resource=compute_v1.Image(
+                            name=name,
+                            source_disk=boot.source,
+                            labels={label_key(TAG_MANAGED): label_value("true")},
+                            storage_locations=[storage_location(region)],
+                        ),
+                    ),
                     retry=None,
                     timeout=CALL_TIMEOUT_S,
                 )
-                boot = next((d for d in inst.disks if d.boot), None)
-                if boot is None:
-                    raise InvalidRequest(
-                        f"instance {source_instance_id} has no boot disk to image",
-                        code="noBootDisk",
-                    )
-                try:
-                    op = self._client.insert_unary(
-                        request=compute_v1.InsertImageRequest(
-                            project=self.session.project,
-                            force_create=True,
-                            request_id=image_request_id(self.session.project, name),
-                            image_resource=compute_v1.Image(
-                                name=name,
-                                source_disk=boot.source,
-                                labels={label_key(TAG_MANAGED): label_value("true")},
-                                storage_locations=[storage_location(region)],
-                            ),
-                        ),
-                        retry=None,
-                        timeout=CALL_TIMEOUT_S,
-                    )
-                except Exception as exc:
-                    if gerr.is_already_exists(exc):
-                        found = self._describe(region, name)
-                        if found is not None:
-                            return found
-                    raise
-                done = wait_global_operation(
-                    self.session, op, deadline_s=CREATE_WAIT_S, sleep=self.sleep
-                )
-                if done is not None and gerr.operation_failed(done):
-                    raise gerr.from_operation(done, where)
-                found = self._describe(region, name)
-                return found or Image(image_id=name, name=name, region=region, state="pending")
-            except ProviderError:
-                raise
             except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        return call_with_retry(attempt, self.retry, what=f"gcp create image {name}")
+                if gerr.is_already_exists(exc):
+                    found = self._describe(region, name)
+                    if found is not None:
+                        return found
+                raise
+            done = wait_global_operation(
+                self.session, op, deadline_s=CREATE_WAIT_S, sleep=self.sleep
+            )
+            if done is not None and gerr.operation_failed(done):
+                raise gerr.from_operation(done, where)
+            found = self._describe(region, name)
+            return found or Image(image_id=name, name=name, region=region, state="pending")
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
 
     def describe(self, region: str, image_id: str) -> Image | None:
         where = gerr.Where(region)
 
-        def attempt() -> Image | None:
-            try:
-                return self._describe(region, image_id)
-            except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        return call_with_retry(attempt, self.retry, what=f"gcp describe image {image_id}")
+        try:
+            return self._describe(region, image_id)
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
 
     def _describe(self, region: str, name: str) -> Image | None:
         try:
@@ -146,27 +136,24 @@ class GcpImages:
     def delete(self, region: str, image_id: str) -> None:
         where = gerr.Where(region)
 
-        def attempt() -> None:
+        try:
             try:
-                try:
-                    op = self._client.delete_unary(
-                        project=self.session.project,
-                        image=image_id,
-                        retry=None,
-                        timeout=CALL_TIMEOUT_S,
-                    )
-                except Exception as exc:
-                    if gerr.is_not_found(exc):
-                        return  # idempotent: already gone
-                    raise
-                done = wait_global_operation(
-                    self.session, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+                op = self._client.delete_unary(
+                    project=self.session.project,
+                    image=image_id,
+                    retry=None,
+                    timeout=CALL_TIMEOUT_S,
                 )
-                if done is not None and gerr.operation_failed(done):
-                    raise gerr.from_operation(done, where)
-            except ProviderError:
-                raise
             except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        call_with_retry(attempt, self.retry, what=f"gcp delete image {image_id}")
+                if gerr.is_not_found(exc):
+                    return  # idempotent: already gone
+                raise
+            done = wait_global_operation(
+                self.session, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+            )
+            if done is not None and gerr.operation_failed(done):
+                raise gerr.from_operation(done, where)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc

@@ -5,8 +5,9 @@ intent (``labels.vm_name``) and is the idempotency anchor; the numeric id is GCP
 changes when a name is reused, so a stale id never describes or deletes a newer instance
 that got the same name (describe answers None, terminate answers "already gone").
 
-Create is find-or-create, each attempt inside ``providers.retry`` (only Throttled and
-TransientError are retried; capacity/quota/auth return at once, clouds.md §D.4):
+Create is find-or-create; ``provider.py`` retries each whole attempt with ``providers.retry``
+(only Throttled and TransientError are retried; capacity/quota/auth return at once,
+clouds.md §D.4), and every call here is sent once (``retry=None``):
 
 1. *find*: an aggregated list filtered on the intent label, in the request's region; an
    instance carrying this intent (exact, from the ``gpucap-tags`` metadata) is returned with
@@ -36,7 +37,8 @@ import structlog
 from providers.base import TAG_INTENT, CloudNode, CreateResult, InstanceStatus, NodeRequest
 from providers.errors import InvalidRequest, ProviderError, Scope, TransientError
 from providers.gcp import errors as gerr
-from providers.gcp.labels import (
+from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_zone_operation
+from providers.gcp.tags import (
     TAGS_METADATA_KEY,
     USER_DATA_METADATA_KEY,
     delete_request_id,
@@ -45,9 +47,6 @@ from providers.gcp.labels import (
     request_id,
     vm_name,
 )
-from providers.gcp.operations import CALL_TIMEOUT_S, wait_zone_operation
-from providers.gcp.session import GcpSession
-from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 
 log = structlog.get_logger(__name__)
 
@@ -88,13 +87,11 @@ class GcpInstances:
         session: GcpSession,
         *,
         base_image: str,
-        retry: RetryPolicy = DEFAULT_POLICY,
         op_deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.session = session
         self.base_image = base_image
-        self.retry = retry
         # dstack waits 30 s for a capacity error to show up; A3 inserts usually finish (or
         # fail) well within 2 min (clouds.md §A.4, §D.2).
         self.op_deadline_s = op_deadline_s
@@ -109,19 +106,16 @@ class GcpInstances:
     def create(self, req: NodeRequest) -> CreateResult:
         where = gerr.Where(req.region, req.zone, req.instance_type)
 
-        def attempt() -> CreateResult:
-            try:
-                found = self._find_intent(req.region, req.intent_id)
-                if found is not None:
-                    return CreateResult(found, created=False)
-                zone = req.zone or self._pick_zone(req.region, req.instance_type)
-                return self._insert(req, zone)
-            except ProviderError:
-                raise
-            except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        return call_with_retry(attempt, self.retry, what=f"gcp create {req.intent_id}")
+        try:
+            found = self._find_intent(req.region, req.intent_id)
+            if found is not None:
+                return CreateResult(found, created=False)
+            zone = req.zone or self._pick_zone(req.region, req.instance_type)
+            return self._insert(req, zone)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
 
     def _insert(self, req: NodeRequest, zone: str) -> CreateResult:
         from google.cloud import compute_v1
@@ -277,25 +271,19 @@ class GcpInstances:
         zone, name, nid = parse_instance_id(instance_id)
         where = gerr.Where(region, zone)
 
-        def attempt() -> CloudNode | None:
-            try:
-                node = self._get(zone, name)
-            except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-            return node if node is not None and self._node_id(node) == nid else None
-
-        return call_with_retry(attempt, self.retry, what=f"gcp describe {instance_id}")
+        try:
+            node = self._get(zone, name)
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
+        return node if node is not None and self._node_id(node) == nid else None
 
     def list_tagged(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         where = gerr.Where(region)
 
-        def attempt() -> list[CloudNode]:
-            try:
-                return self._list(region, tags)
-            except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        return call_with_retry(attempt, self.retry, what="gcp list")
+        try:
+            return self._list(region, tags)
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
 
     def _list(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         from google.cloud import compute_v1
@@ -366,45 +354,42 @@ class GcpInstances:
         zone, name, nid = parse_instance_id(instance_id)
         where = gerr.Where(region, zone)
 
-        def attempt() -> None:
+        try:
+            node = self._get(zone, name)
+            if node is None or self._node_id(node) != nid:
+                return  # gone already, or the name now belongs to a newer instance
             try:
-                node = self._get(zone, name)
-                if node is None or self._node_id(node) != nid:
-                    return  # gone already, or the name now belongs to a newer instance
-                try:
-                    op = self._client.delete_unary(
-                        request=compute_v1.DeleteInstanceRequest(
-                            project=self.session.project,
-                            zone=zone,
-                            instance=name,
-                            request_id=delete_request_id(instance_id),
-                        ),
-                        retry=None,
-                        timeout=CALL_TIMEOUT_S,
-                    )
-                except Exception as exc:
-                    if gerr.is_not_found(exc):
-                        return
-                    raise
-                done = wait_zone_operation(
-                    self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+                op = self._client.delete_unary(
+                    request=compute_v1.DeleteInstanceRequest(
+                        project=self.session.project,
+                        zone=zone,
+                        instance=name,
+                        request_id=delete_request_id(instance_id),
+                    ),
+                    retry=None,
+                    timeout=CALL_TIMEOUT_S,
                 )
-                if done is None:
-                    raise TransientError(
-                        f"delete operation {op.name} still running",
-                        code="operationTimeout",
-                        retryable=True,
-                        **_at(where),
-                    )
-                if gerr.operation_failed(done):
-                    raise gerr.from_operation(done, where)
-                log.info("gcp.instance.deleted", instance=instance_id)
-            except ProviderError:
-                raise
             except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-
-        call_with_retry(attempt, self.retry, what=f"gcp terminate {instance_id}")
+                if gerr.is_not_found(exc):
+                    return
+                raise
+            done = wait_zone_operation(
+                self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+            )
+            if done is None:
+                raise TransientError(
+                    f"delete operation {op.name} still running",
+                    code="operationTimeout",
+                    retryable=True,
+                    **_at(where),
+                )
+            if gerr.operation_failed(done):
+                raise gerr.from_operation(done, where)
+            log.info("gcp.instance.deleted", instance=instance_id)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
 
 
 def _region_of(zone: str) -> str:

@@ -18,7 +18,6 @@ from urllib.parse import quote
 from providers.errors import InvalidRequest, ProviderError, TransientError
 from providers.gcp import errors as gerr
 from providers.gcp.session import GcpSession
-from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 
 CALL_TIMEOUT_S = 60.0
 MAX_REWRITE_CALLS = 10_000  # bounds a rewrite loop that never reports done
@@ -34,9 +33,8 @@ def parse_gs_uri(uri: str) -> tuple[str, str]:
 
 
 class GcsCopier:
-    def __init__(self, session: GcpSession, *, retry: RetryPolicy = DEFAULT_POLICY) -> None:
+    def __init__(self, session: GcpSession) -> None:
         self.session = session
-        self.retry = retry
 
     def copy(self, source_uri: str, dest_uri: str) -> None:
         sb, sk = parse_gs_uri(source_uri)
@@ -81,22 +79,17 @@ class GcsCopier:
         url = self.session.storage_endpoint + path
         where = gerr.Where()
 
-        def attempt() -> dict[str, Any]:
-            try:
-                resp = self.session.http().request(
-                    method, url, params=params, timeout=CALL_TIMEOUT_S
-                )
-            except ProviderError:
-                raise
-            except Exception as exc:
-                raise gerr.from_exception(exc, where) from exc
-            if resp.status_code >= 400:
-                message, reasons = _error_of(resp)
-                raise gerr.from_http(resp.status_code, message, reasons, where, response=resp)
-            body: dict[str, Any] = resp.json()
-            return body
-
-        return call_with_retry(attempt, self.retry, what=f"gcs {method}")
+        try:
+            resp = self.session.http().request(method, url, params=params, timeout=CALL_TIMEOUT_S)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
+        if resp.status_code >= 400:
+            message, reasons = _error_of(resp)
+            raise gerr.from_http(resp.status_code, message, reasons, where, response=resp)
+        body: dict[str, Any] = resp.json()
+        return body
 
 
 def _error_of(resp: Any) -> tuple[str, list[str]]:

@@ -16,21 +16,12 @@ account by ``Account.prices``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from providers.base import Offering
-from providers.gcp.operations import CALL_TIMEOUT_S
-from providers.gcp.session import GcpSession
+from providers.gcp.quotas import GLOBAL_GPU_METRIC, QUOTA_METRIC, free_by_metric, global_gpu_free
+from providers.gcp.session import CALL_TIMEOUT_S, GcpSession
 from schema.catalog import INSTANCE_TYPES, InstanceType
 from schema.types import Cloud
-
-# Regional GPU quota metric each A3 shape consumes (clouds.md §A.1 notes).
-QUOTA_METRIC: dict[str, str] = {
-    "a3-highgpu-8g": "NVIDIA_H100_GPUS",
-    "a3-megagpu-8g": "NVIDIA_H100_MEGA_GPUS",
-    "a3-ultragpu-8g": "NVIDIA_H200_GPUS",
-}
-GLOBAL_GPU_METRIC = "GPUS_ALL_REGIONS"
 
 
 def catalog_types() -> list[InstanceType]:
@@ -62,18 +53,14 @@ def list_offerings(
             project=project, retry=None, timeout=CALL_TIMEOUT_S
         )
     }
-    global_free = _free(
-        session.client("ProjectsClient")
-        .get(project=project, retry=None, timeout=CALL_TIMEOUT_S)
-        .quotas
-    ).get(GLOBAL_GPU_METRIC)
+    global_free = global_gpu_free(session)
 
     out: list[Offering] = []
     for region in regions:
         info = session.client("RegionsClient").get(
             project=project, region=region, retry=None, timeout=CALL_TIMEOUT_S
         )
-        free = _free(info.quotas)
+        free = free_by_metric(info.quotas)
         zones = sorted(z.rsplit("/", 1)[-1] for z in info.zones)
         for zone in zones:
             for t in types:
@@ -91,27 +78,6 @@ def list_offerings(
                     )
                 )
     return out
-
-
-def quota_headroom(session: GcpSession, region: str) -> dict[str, float]:
-    """Free units per GPU quota metric in the region, plus the project-wide GPU quota."""
-    project = session.project
-    info = session.client("RegionsClient").get(
-        project=project, region=region, retry=None, timeout=CALL_TIMEOUT_S
-    )
-    free = {m: v for m, v in _free(info.quotas).items() if m in QUOTA_METRIC.values()}
-    glob = _free(
-        session.client("ProjectsClient")
-        .get(project=project, retry=None, timeout=CALL_TIMEOUT_S)
-        .quotas
-    ).get(GLOBAL_GPU_METRIC)
-    if glob is not None:
-        free[GLOBAL_GPU_METRIC] = glob
-    return free
-
-
-def _free(quotas: Any) -> dict[str, float]:
-    return {q.metric: float(q.limit) - float(q.usage) for q in quotas}
 
 
 def _unavailable_reason(

@@ -1,10 +1,19 @@
 """``GcpProvider``: one GCP project (shared or customer-owned) behind the provider interface
-(``providers.base.Provider``), composed of the per-concern modules of this package."""
+(``providers.base.Provider``), composed of the per-concern modules of this package, and the
+registry's ``build_provider``.
+
+This is the one place GCP calls are retried: every verb runs inside
+:func:`providers.retry.call_with_retry` (Throttled and TransientError only), and every
+google-cloud-compute call underneath passes ``retry=None`` (api_core's own retry off). A
+create is retried as a whole find-or-create, so an attempt after a lost response finds
+instead of inserting.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
 from providers.gcp import errors as gerr
@@ -14,7 +23,10 @@ from providers.gcp.objects import GcsCopier
 from providers.gcp.offerings import list_offerings
 from providers.gcp.session import GcpSession
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
-from schema.types import Cloud
+from schema.policy import Account
+from schema.types import Cloud, Owner
+
+T = TypeVar("T")
 
 BASE_IMAGE_FAMILY = (
     "gpucap-gpu-node"  # clouds.md §B: launch from a family, roll back by deprecating
@@ -44,27 +56,33 @@ class GcpProvider:
         self.instances = GcpInstances(
             session,
             base_image=self.base_image,
-            retry=retry,
             op_deadline_s=op_deadline_s,
             sleep=sleep,
         )
-        self.images = GcpImages(session, retry=retry, op_deadline_s=op_deadline_s, sleep=sleep)
-        self.objects = GcsCopier(session, retry=retry)
+        self.images = GcpImages(session, op_deadline_s=op_deadline_s, sleep=sleep)
+        self.objects = GcsCopier(session)
 
     def __repr__(self) -> str:
         return f"GcpProvider({self.session!r})"
 
+    def _retried(self, what: str, fn: Callable[[], T]) -> T:
+        return call_with_retry(fn, self.retry, what=f"gcp {what}")
+
     def create_node(self, request: NodeRequest) -> CreateResult:
-        return self.instances.create(request)
+        return self._retried(f"create {request.intent_id}", lambda: self.instances.create(request))
 
     def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
-        return self.instances.describe(region, instance_id)
+        return self._retried(
+            f"describe {instance_id}", lambda: self.instances.describe(region, instance_id)
+        )
 
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
-        return self.instances.list_tagged(region, tags)
+        return self._retried("list", lambda: self.instances.list_tagged(region, tags))
 
     def terminate_node(self, region: str, instance_id: str) -> None:
-        self.instances.terminate(region, instance_id)
+        self._retried(
+            f"terminate {instance_id}", lambda: self.instances.terminate(region, instance_id)
+        )
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         where = gerr.Where(regions[0] if len(regions) == 1 else None)
@@ -75,16 +93,52 @@ class GcpProvider:
             except Exception as exc:
                 raise gerr.from_exception(exc, where) from exc
 
-        return call_with_retry(attempt, self.retry, what="gcp offerings")
+        return self._retried("offerings", attempt)
 
     def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
-        return self.images.create(region, source_instance_id, name)
+        return self._retried(
+            f"create image {name}",
+            lambda: self.images.create(region, source_instance_id, name),
+        )
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
-        return self.images.describe(region, image_id)
+        return self._retried(
+            f"describe image {image_id}", lambda: self.images.describe(region, image_id)
+        )
 
     def delete_image(self, region: str, image_id: str) -> None:
-        self.images.delete(region, image_id)
+        self._retried(f"delete image {image_id}", lambda: self.images.delete(region, image_id))
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
-        self.objects.copy(source_uri, dest_uri)
+        self._retried("gcs copy", lambda: self.objects.copy(source_uri, dest_uri))
+
+
+def build_provider(
+    account: Account,
+    *,
+    customer: str,
+    external_id: str | None,
+    endpoint_url: str | None = None,
+) -> GcpProvider:
+    """The provider for a GCP ``account`` (``providers.registry`` signature, the same for
+    every cloud). GCP has no ExternalId (clouds.md §C), so ``external_id`` is ignored;
+    customer-owned projects are reached by impersonating the account's ``service_account``.
+    ``endpoint_url`` points every client (Compute, Storage, IAM Credentials) at an emulator."""
+    del external_id, customer  # the customer is on every node's labels, via the request tags
+    if account.cloud != Cloud.GCP:
+        raise ValueError(f"account {account.name!r} is {account.cloud.value}, not gcp")
+    creds = account.credentials
+    if not creds.project:
+        raise ValueError(f"account {account.name!r}: a gcp account needs credentials.project")
+    if account.owner == Owner.CUSTOMER and not creds.service_account:
+        raise ValueError(
+            f"account {account.name!r}: a customer-owned gcp account needs "
+            "credentials.service_account to impersonate"
+        )
+    session = GcpSession(
+        project=creds.project,
+        account=account.name,
+        service_account=creds.service_account,
+        endpoint_url=endpoint_url,
+    )
+    return GcpProvider(session, prices=account.prices)

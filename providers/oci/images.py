@@ -8,12 +8,11 @@ everywhere, the strategy is explicit and retries are ours.
 
 from __future__ import annotations
 
-import hashlib
-
 from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
 from providers.errors import NotFound
 from providers.oci.errors import Target, Where
 from providers.oci.session import OciSession
+from providers.oci.tags import image_retry_token
 
 _STATE = {
     "PROVISIONING": "pending",
@@ -46,8 +45,7 @@ class Images:
             display_name=name,
             freeform_tags={TAG_MANAGED: MANAGED_VALUE},
         )
-        # Same (instance, name) -> same token: a retried create returns the first image.
-        token = hashlib.sha256(f"{source_instance_id}\x00{name}".encode()).hexdigest()[:64]
+        token = image_retry_token(source_instance_id, name)
         img = self.session.call(
             "create_image",
             self.session.compute(region).create_image,

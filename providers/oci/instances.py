@@ -4,7 +4,8 @@ Idempotency (providers/base.py contract, clouds.md §D.4 point 3): the node's in
 in a freeform tag *and* in ``opc-retry-token``. A create first lists the compartment for a
 live instance carrying the intent tag, so a retry after a crash finds the instance even if
 the token has expired (24 h, clouds.md §A.5) or was never sent. The find and the launch are
-retried together as one unit, so an attempt after a lost response finds instead of creating.
+retried together as one unit (by ``provider.py``, the one retry layer), so an attempt after
+a lost response finds instead of creating.
 
 A retry token outlives the instance it made: OCI replays the original launch response for
 24 h, even after that instance was terminated, and answers 409 if the same token comes with
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +45,8 @@ from providers.errors import (
 from providers.oci.errors import Target, Where, is_retry_token_conflict
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
 from providers.oci.session import OciSession
-from providers.retry import call_with_retry
+from providers.oci.tags import retry_token, tags_of
+from providers.retry import is_retryable
 
 log = structlog.get_logger(__name__)
 
@@ -61,24 +62,13 @@ _STATUS = {
     "TERMINATING": InstanceStatus.TERMINATED,
     "TERMINATED": InstanceStatus.TERMINATED,
 }
-# OCI retry tokens: at most 64 characters (oci ComputeClient docstring).
-_TOKEN_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAX_TOKEN_CHAIN = 4  # re-creates of one intent within a token's 24 h lifetime
 BASE_IMAGE_OS = "Oracle Linux"  # the GPU platform images (driver preinstalled)
 SUBNET_TAG = "gpucap-subnet"  # a subnet an operator marked for gpucap nodes
 
 
-def retry_token(intent_id: str, replaced: str | None = None) -> str:
-    """The opc-retry-token for an intent: the intent id itself when OCI accepts it, else a
-    digest; chained to a replaced (terminated) instance's OCID after a re-create."""
-    if replaced is None and _TOKEN_OK.match(intent_id):
-        return intent_id
-    seed = intent_id if replaced is None else f"{intent_id}\x00{replaced}"
-    return hashlib.sha256(seed.encode()).hexdigest()[:64]
-
-
 def to_node(inst: Any, region: str, private_ip: str | None = None) -> CloudNode:
-    tags = dict(inst.freeform_tags or {})
+    tags = tags_of(inst)
     return CloudNode(
         instance_id=inst.id,
         intent_id=tags.get(TAG_INTENT, ""),
@@ -113,11 +103,7 @@ class Instances:
         where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
         image = req.image or self.base_image(req.region, req.instance_type, where)
         subnet = self._subnet(req.region, zone, where)
-        return call_with_retry(
-            lambda: self._find_or_launch(req, zone, image, subnet, where),
-            self.session.retry_policy,
-            what="oci.create_node",
-        )
+        return self._find_or_launch(req, zone, image, subnet, where)
 
     def _find_or_launch(
         self, req: NodeRequest, zone: str, image: str, subnet: str, where: Where
@@ -142,7 +128,7 @@ class Instances:
                 # elsewhere once its instance was gone): chain it to this request's content.
                 replaced = f"{token}\x00{_launch_digest(req, zone, image, subnet)}"
                 continue
-            current = self.session.call_once(
+            current = self.session.call(
                 "get_instance",
                 self.session.compute(req.region).get_instance,
                 inst.id,
@@ -183,7 +169,7 @@ class Instances:
         # One request, no retry of any kind here: "Out of host capacity" is a 500 and must
         # reach placement at once (clouds.md §A.5, §A.6); throttle/transient retries happen a
         # level up, around find-or-launch.
-        resp = self.session.call_once(
+        resp = self.session.call(
             "launch_instance",
             self.session.compute(req.region).launch_instance,
             details,
@@ -205,7 +191,7 @@ class Instances:
     def _with_intent(self, region: str, intent_id: str, where: Where) -> list[Any]:
         return [
             i
-            for i in self.session.list_all_once(
+            for i in self.session.list_all(
                 "list_instances",
                 self.session.compute(region).list_instances,
                 self.session.compartment_id,
@@ -237,8 +223,12 @@ class Instances:
                 free, _ = host_availability(self.session, req.region, ad, [req.instance_type])[
                     req.instance_type
                 ]
-            except (ProviderError, KeyError):
+            except ProviderError as err:
+                if is_retryable(err):
+                    raise  # the verb's retry layer decides, not this best-effort probe
                 break  # no report: availability unknown, take the first offering AD
+            except KeyError:
+                break
             if free:
                 return ad
         return offering[0]
@@ -370,6 +360,8 @@ class Instances:
         except AuthFailed:
             raise
         except ProviderError as err:
+            if is_retryable(err):
+                raise  # the verb's retry layer decides, not this best-effort read
             log.info("oci.private_ip_unknown", region=region, kind=err.kind, code=err.code)
             return {}
 

@@ -1,8 +1,17 @@
-"""The OCI adapter: one account (tenancy + compartment) behind :class:`providers.base.Provider`."""
+"""``OciProvider``: one OCI account (tenancy + compartment) behind
+:class:`providers.base.Provider`, and the registry's ``build_provider``.
+
+This is the one place OCI calls are retried: every verb runs inside
+:func:`providers.retry.call_with_retry` (Throttled and TransientError only), while every SDK
+call underneath makes one attempt with the SDK's retries off (``session.py``). A create is
+retried as a whole find-or-launch, so an attempt after a lost response finds instead of
+launching.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
 from providers.oci.images import Images
@@ -10,9 +19,11 @@ from providers.oci.instances import Instances
 from providers.oci.objects import Objects
 from providers.oci.offerings import list_offerings
 from providers.oci.session import TIMEOUT_S, OciSession
-from providers.retry import DEFAULT_POLICY, RetryPolicy
+from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 from schema.policy import Account
 from schema.types import Cloud
+
+T = TypeVar("T")
 
 
 class OciProvider:
@@ -26,16 +37,13 @@ class OciProvider:
         *,
         endpoint_url: str | None = None,
         config_file: str | None = None,
-        retry_policy: RetryPolicy = DEFAULT_POLICY,
+        retry: RetryPolicy = DEFAULT_POLICY,
         timeout_s: tuple[float, float] = TIMEOUT_S,
     ) -> None:
         self.account = account.name
+        self.retry = retry
         self.session = OciSession(
-            account,
-            endpoint_url=endpoint_url,
-            config_file=config_file,
-            retry_policy=retry_policy,
-            timeout_s=timeout_s,
+            account, endpoint_url=endpoint_url, config_file=config_file, timeout_s=timeout_s
         )
         self.prices = dict(account.prices)
         self.instances = Instances(self.session)
@@ -45,29 +53,55 @@ class OciProvider:
     def __repr__(self) -> str:  # never the session's config or signer
         return f"OciProvider(account={self.account!r})"
 
+    def _retried(self, what: str, fn: Callable[[], T]) -> T:
+        return call_with_retry(fn, self.retry, what=f"oci.{what}")
+
     def create_node(self, request: NodeRequest) -> CreateResult:
-        return self.instances.create(request)
+        return self._retried("create_node", lambda: self.instances.create(request))
 
     def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
-        return self.instances.describe(region, instance_id)
+        return self._retried("describe_node", lambda: self.instances.describe(region, instance_id))
 
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
-        return self.instances.list_tagged(region, tags)
+        return self._retried("list_nodes", lambda: self.instances.list_tagged(region, tags))
 
     def terminate_node(self, region: str, instance_id: str) -> None:
-        self.instances.terminate(region, instance_id)
+        self._retried("terminate_node", lambda: self.instances.terminate(region, instance_id))
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
-        return list_offerings(self.session, regions, self.prices)
+        return self._retried(
+            "list_offerings", lambda: list_offerings(self.session, regions, self.prices)
+        )
 
     def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
-        return self._images.create(region, source_instance_id, name)
+        return self._retried(
+            "create_image", lambda: self._images.create(region, source_instance_id, name)
+        )
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
-        return self._images.describe(region, image_id)
+        return self._retried("describe_image", lambda: self._images.describe(region, image_id))
 
     def delete_image(self, region: str, image_id: str) -> None:
-        self._images.delete(region, image_id)
+        self._retried("delete_image", lambda: self._images.delete(region, image_id))
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
-        self._objects.copy(source_uri, dest_uri)
+        self._retried("copy_object", lambda: self._objects.copy(source_uri, dest_uri))
+
+
+def build_provider(
+    account: Account,
+    *,
+    customer: str,
+    external_id: str | None,
+    endpoint_url: str | None = None,
+) -> OciProvider:
+    """The provider for an OCI account (``providers.registry`` signature, the same for every
+    cloud; tests that need a config file, a retry policy or timeouts build ``OciProvider``).
+
+    ``customer`` and ``external_id`` are unused: OCI has no ExternalId; a customer tenancy is
+    reached through its own profile or through cross-tenancy policies that admit our principal
+    (clouds.md §C). ``endpoint_url`` points every service at an emulator and may contain
+    ``{region}``.
+    """
+    del customer, external_id
+    return OciProvider(account, endpoint_url=endpoint_url)

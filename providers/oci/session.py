@@ -12,8 +12,9 @@ Identity comes from a *reference* (``schema.policy.Credentials``), never from ke
 Every call goes through :meth:`OciSession.call`, which passes an explicit
 ``retry_strategy`` (clouds.md §A.5: SDK defaults differ per operation, and
 ``OCI_SDK_DEFAULT_RETRY_ENABLED=true`` would retry "Out of host capacity" for ten minutes), so
-the SDK never retries on its own; throttling and transient errors are retried by
-``providers.retry`` around it, and launches fail fast on capacity.
+the SDK never retries on its own, and makes exactly one attempt itself: throttling and
+transient errors are retried by ``providers.retry`` around each verb, in ``provider.py``
+only, so launches fail fast on capacity and a throttled request is never multiplied.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import structlog
 
 from providers.errors import AuthFailed, ProviderError, Scope
 from providers.oci.errors import Where, translate
-from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 from schema.policy import Account
 
 T = TypeVar("T")
@@ -48,7 +48,6 @@ class OciSession:
     account: Account
     endpoint_url: str | None = None  # emulator; may contain "{region}" (one host per region)
     config_file: str | None = None
-    retry_policy: RetryPolicy = DEFAULT_POLICY
     timeout_s: tuple[float, float] = TIMEOUT_S
     _identity: tuple[dict[str, Any], Any] | None = field(default=None, repr=False)
     _clients: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
@@ -169,26 +168,9 @@ class OciSession:
     # --- calls -----------------------------------------------------------------------------
 
     def call(
-        self,
-        what: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        where: Where,
-        policy: RetryPolicy | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """``fn(*args, **kwargs)`` with the SDK's retries off, errors typed, and
-        throttle/transient errors retried by ``policy`` (the session's by default)."""
-        return call_with_retry(
-            lambda: self.call_once(what, fn, *args, where=where, **kwargs),
-            policy or self.retry_policy,
-            what=f"oci.{what}",
-        )
-
-    def call_once(
         self, what: str, fn: Callable[..., Any], *args: Any, where: Where, **kwargs: Any
     ) -> Any:
-        """One attempt, no retry at any level: for launches, whose retries are find-or-create."""
+        """``fn(*args, **kwargs)``: one attempt with the SDK's retries off, errors typed."""
         import oci
 
         try:
@@ -212,22 +194,6 @@ class OciSession:
         )
 
     def list_all(
-        self,
-        what: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        where: Where,
-        policy: RetryPolicy | None = None,
-        **kwargs: Any,
-    ) -> list[Any]:
-        """Every page of a list call, retried as a whole by ``policy``."""
-        return call_with_retry(
-            lambda: self.list_all_once(what, fn, *args, where=where, **kwargs),
-            policy or self.retry_policy,
-            what=f"oci.{what}",
-        )
-
-    def list_all_once(
         self, what: str, fn: Callable[..., Any], *args: Any, where: Where, **kwargs: Any
     ) -> list[Any]:
         """Every page of a list call (``oci.pagination``), each page with retries off."""

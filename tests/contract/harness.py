@@ -46,6 +46,12 @@ class Harness(Protocol):
         own retry behaviour is exercised. "create call" means one request on the wire."""
         ...
 
+    def create_requests(self) -> int:
+        """How many create requests (RunInstances, instances.insert, LaunchInstance) the
+        *emulator* has received so far: counted on its side of the wire, so an SDK-level
+        retry underneath the provider's own would show up here."""
+        ...
+
     def instances_with_intent(self, intent_id: str) -> int:
         """How many live (not terminated) instances the *emulator* holds for this intent
         (ground truth, not through the adapter), for the no-duplicate checks."""

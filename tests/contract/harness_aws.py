@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from providers.aws import AwsProvider, build_provider
+from providers.aws import AwsProvider
 from providers.aws.instances import LIVE_STATES
 from providers.base import TAG_INTENT
 from schema.policy import Account
@@ -41,6 +41,9 @@ class AwsHarness:
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         code, status = HARNESS_FAULTS[fault]
         self.emulator.inject(code, status, count=count, zone=zone)
+
+    def create_requests(self) -> int:
+        return self.emulator.faults.seen["RunInstances"]
 
     def instances_with_intent(self, intent_id: str) -> int:
         resp = self.direct_ec2.describe_instances(
@@ -83,7 +86,7 @@ def aws_harness(moto: MotoEmulator) -> Iterator[AwsHarness]:
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto.direct_url)
     s3.create_bucket(Bucket=BUCKET)  # idempotent in us-east-1
     account = Account(name="contract-aws", cloud=Cloud.AWS, owner=Owner.SHARED, regions=[REGION])
-    provider = build_provider(
+    provider = AwsProvider.for_account(
         account,
         customer="contract-co",
         external_id=None,

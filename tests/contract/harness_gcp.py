@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import pytest
 
 from providers.base import TAG_INTENT
-from providers.gcp.labels import TAGS_METADATA_KEY
 from providers.gcp.provider import GcpProvider
 from providers.gcp.session import GcpSession
+from providers.gcp.tags import TAGS_METADATA_KEY
 from providers.retry import RetryPolicy
 from tests.contract.harness import CONTRACT_RETRY, Fault
 from tests.fakes.gcp_server import FakeGcp
@@ -63,6 +63,13 @@ class GcpHarness:
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(WIRE_FAULT[fault], count=count, zone=zone)
+
+    def create_requests(self) -> int:
+        return sum(
+            1
+            for r in self.fake.requests_seen
+            if r.method == "POST" and r.path.endswith("/instances")
+        )
 
     def instances_with_intent(self, intent_id: str) -> int:
         return sum(1 for i in self.fake.live_instances(self.project) if intent_of(i) == intent_id)

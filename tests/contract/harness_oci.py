@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from providers.base import TAG_INTENT, Provider
-from providers.oci import build_provider
+from providers.oci import OciProvider
 from providers.retry import RetryPolicy
 from schema.policy import Account, Credentials
 from schema.types import Cloud, Owner
@@ -141,17 +141,18 @@ class OciHarness:
         self.world = world
         self.fake = world.fake
         self.zone = self.fake.ad_name(world.ident.tenancy, REGION, 1)
-        self.provider: Provider = build_provider(
+        self.provider: Provider = OciProvider(
             oci_account("oci-contract", world.ident),
-            customer="contract-co",
-            external_id=None,
             endpoint_url=self.fake.endpoint_template,
             config_file=str(world.config_file),
-            retry_policy=TEST_RETRY,
+            retry=TEST_RETRY,
         )
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(_FAULTS[fault], operation="LaunchInstance", count=count, ad=zone)
+
+    def create_requests(self) -> int:
+        return len(self.fake.requests("LaunchInstance"))
 
     def instances_with_intent(self, intent_id: str) -> int:
         return len(self.fake.live_instances_with_tag(TAG_INTENT, intent_id))

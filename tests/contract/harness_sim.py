@@ -26,6 +26,9 @@ class SimHarness:
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.world.inject(self.provider.cloud, self.provider.account, fault, count, zone)
 
+    def create_requests(self) -> int:
+        return self.world.create_calls
+
     def instances_with_intent(self, intent_id: str) -> int:
         return self.world.live_instances_with_intent(intent_id)
 

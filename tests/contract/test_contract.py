@@ -225,6 +225,26 @@ def test_retryable_fault_at_the_budget_raises_after_bounded_retries(
     assert harness.provider.create_node(req).created is True
 
 
+@pytest.mark.parametrize("fault", ["throttle", "transient"])
+def test_retries_happen_in_one_layer_only(harness: Harness, fault: str) -> None:
+    """The emulator sees one create request per attempt of the provider's retry policy: no
+    SDK-level retry underneath multiplies them (botocore alone would send 3 per attempt on a
+    503, clouds.md §E.1)."""
+    before = harness.create_requests()
+    harness.inject(fault, count=harness.retry_budget)  # type: ignore[arg-type]
+    with pytest.raises(ProviderError):
+        harness.provider.create_node(_request(harness))
+    assert harness.create_requests() - before == harness.retry_budget
+
+
+def test_a_stockout_is_one_request_on_the_wire(harness: Harness) -> None:
+    before = harness.create_requests()
+    harness.inject("capacity", count=harness.retry_budget, zone=harness.zone)
+    with pytest.raises(CapacityUnavailable):
+        harness.provider.create_node(_request(harness))
+    assert harness.create_requests() - before == 1
+
+
 # --- images and objects ----------------------------------------------------------------
 
 

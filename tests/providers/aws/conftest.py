@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from providers.aws import AwsProvider, build_provider
+from providers.aws import AwsProvider
 from providers.base import NodeRequest, ownership_tags
 from providers.credentials import ExternalIdGenerator
 from providers.retry import NO_RETRY, RetryPolicy
@@ -64,7 +64,7 @@ def make_provider(moto: MotoEmulator, ami: str) -> ProviderFactory:
             credentials=Credentials(role_arn=role_arn),
             prices=prices or {},
         )
-        return build_provider(
+        return AwsProvider.for_account(
             account,
             customer=customer,
             external_id=external_id,

@@ -117,7 +117,7 @@ def test_zone_scoped_fault_leaves_other_zones_alone(
 
 
 def test_botocore_default_client_would_retry_a_stockout(moto: MotoEmulator, ami: str) -> None:
-    """Why the create client has retries off (clouds.md §E.1): a default botocore client
+    """Why the clients have retries off (clouds.md §E.1): a default botocore client
     treats InsufficientInstanceCapacity as a retryable 5xx and hides it behind retries."""
     import boto3
     from botocore.config import Config
@@ -134,14 +134,19 @@ def test_botocore_default_client_would_retry_a_stockout(moto: MotoEmulator, ami:
     assert moto.faults.seen["RunInstances"] == 3
 
 
-def test_throttled_reads_are_retried_by_botocore(
+def test_throttled_reads_are_retried_by_our_policy_alone(
     moto: MotoEmulator, make_provider: ProviderFactory
 ) -> None:
-    provider = make_provider()
+    from tests.providers.aws.conftest import FAST
+
+    provider = make_provider(retry=FAST)
     node = provider.create_node(node_request(pool="reads")).node
+    before = moto.faults.seen["DescribeInstances"]
     moto.inject("RequestLimitExceeded", 503, action="DescribeInstances", count=2)
     listed = provider.list_nodes(REGION, {"gpucap-pool": "reads"})
     assert [n.instance_id for n in listed] == [node.instance_id]
+    # Two throttled answers and the good one: botocore retried none of them itself.
+    assert moto.faults.seen["DescribeInstances"] - before == 3
 
 
 def test_throttled_create_retries_with_our_policy_then_succeeds(

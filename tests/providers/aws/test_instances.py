@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from providers.aws.instances import client_token
+from providers.aws.tags import client_token
 from providers.base import TAG_INTENT, TAG_MANAGED, InstanceStatus
 from providers.errors import TransientError
 from providers.retry import NO_RETRY

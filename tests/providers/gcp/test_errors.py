@@ -213,6 +213,30 @@ def test_5xx_on_reads_is_retried_too(fake: FakeGcp, provider: GcpProvider) -> No
     assert seen is not None and seen.instance_id == node.instance_id
 
 
+def instance_gets(fake: FakeGcp, name: str) -> int:
+    return sum(
+        1 for r in fake.requests_seen if r.method == "GET" and r.path.endswith(f"/instances/{name}")
+    )
+
+
+@pytest.mark.parametrize("faults", [CONTRACT_RETRY.max_attempts - 1, CONTRACT_RETRY.max_attempts])
+def test_a_read_is_retried_in_one_layer_only(
+    fake: FakeGcp, provider: GcpProvider, faults: int
+) -> None:
+    """One GET on the wire per attempt of gpucap's policy: api_core's own retry is off."""
+    node = provider.create_node(request()).node
+    name = node.instance_id.split("/")[1]
+    before = instance_gets(fake, name)
+    fake.inject("server_error", method="instances.get", count=faults)
+    if faults < CONTRACT_RETRY.max_attempts:
+        assert provider.describe_node(REGION, node.instance_id) is not None
+        assert instance_gets(fake, name) - before == faults + 1
+    else:
+        with pytest.raises(TransientError):
+            provider.describe_node(REGION, node.instance_id)
+        assert instance_gets(fake, name) - before == CONTRACT_RETRY.max_attempts
+
+
 # --- auth -----------------------------------------------------------------------------------
 
 

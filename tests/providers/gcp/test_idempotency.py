@@ -14,9 +14,9 @@ from google.cloud import compute_v1
 
 from providers.base import TAG_INTENT, TAG_POOL, InstanceStatus, NodeRequest, ownership_tags
 from providers.errors import CapacityUnavailable, InvalidRequest, TransientError
-from providers.gcp.labels import label_value, labels_for, request_id, vm_name
 from providers.gcp.provider import GcpProvider
 from providers.gcp.session import GcpSession
+from providers.gcp.tags import label_value, labels_for, request_id, vm_name
 from providers.retry import NO_RETRY
 from tests.contract.harness_gcp import GcpHarness, make_provider
 from tests.fakes.gcp_server import FakeGcp

@@ -14,7 +14,7 @@ from schema.types import Cloud, Owner
 
 def test_importing_the_package_loads_no_google_sdk() -> None:
     code = (
-        "import sys, providers.gcp, providers.gcp.errors, providers.gcp.labels;"
+        "import sys, providers.gcp, providers.gcp.errors, providers.gcp.tags;"
         "print(sorted(m for m in sys.modules if m.startswith('google.cloud')))"
     )
     out = subprocess.run(

@@ -47,7 +47,7 @@ class World:
             account,
             endpoint_url=self.fake.endpoint_template,
             config_file=str(self.config_file),
-            retry_policy=kw.pop("retry_policy", FAST_RETRY),
+            retry=kw.pop("retry", FAST_RETRY),
             **kw,
         )
 

@@ -97,7 +97,7 @@ def test_resource_principal_reaches_an_admitting_customer_without_any_key_file(
         account,
         endpoint_url=world.fake.endpoint_template,
         config_file=str(world.tmp / "no-such-config"),
-        retry_policy=FAST_RETRY,
+        retry=FAST_RETRY,
     )
     with pytest.raises(AuthFailed):
         provider.create_node(node_request(None))  # not admitted yet

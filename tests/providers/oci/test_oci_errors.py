@@ -183,6 +183,24 @@ def test_dropped_connection_on_a_read_is_retried(
     assert seen is not None and seen.instance_id == node.instance_id
 
 
+@pytest.mark.parametrize("faults", [BUDGET - 1, BUDGET])
+def test_a_throttled_read_is_retried_in_one_layer_only(
+    world: World, node_request: Callable[..., Any], faults: int
+) -> None:
+    """One GetInstance on the wire per attempt of gpucap's policy: the SDK never retries."""
+    provider = world.provider()
+    node = provider.create_node(node_request(None)).node
+    before = len(world.fake.requests("GetInstance"))
+    world.fake.inject("throttle", operation="GetInstance", count=faults)
+    if faults < BUDGET:
+        assert provider.describe_node(REGION, node.instance_id) is not None
+        assert len(world.fake.requests("GetInstance")) - before == faults + 1
+    else:
+        with pytest.raises(Throttled):
+            provider.describe_node(REGION, node.instance_id)
+        assert len(world.fake.requests("GetInstance")) - before == BUDGET
+
+
 def test_unusable_credentials_are_auth_failed_for_the_account(world: World) -> None:
     missing = Account(
         name="oci-missing",
@@ -206,7 +224,7 @@ def test_unusable_credentials_are_auth_failed_for_the_account(world: World) -> N
         oci_account("oci-stranger", rogue),
         endpoint_url=world.fake.endpoint_template,
         config_file=str(write_config(other, [rogue])),
-        retry_policy=FAST_RETRY,
+        retry=FAST_RETRY,
     )
     with pytest.raises(AuthFailed) as info2:
         provider.list_offerings([REGION])
@@ -232,7 +250,7 @@ def test_sdk_global_retry_setting_cannot_retry_a_stockout(world: World) -> None:
                             {world.a.fingerprint!r}, "", "", {world.a.profile!r})
         p = OciProvider(oci_account("oci-a", ident), endpoint_url={world.fake.endpoint_template!r},
                         config_file={str(world.config_file)!r},
-                        retry_policy=RetryPolicy(max_attempts=3, base_delay_s=0.01))
+                        retry=RetryPolicy(max_attempts=3, base_delay_s=0.01))
         try:
             p.create_node(NodeRequest("n-env", "BM.GPU.H100.8", {REGION!r}, {zone!r}))
         except CapacityUnavailable:

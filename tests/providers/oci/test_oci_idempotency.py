@@ -12,7 +12,7 @@ import pytest
 from providers.base import TAG_CUSTOMER, TAG_INTENT, TAG_MANAGED, TAG_POOL
 from providers.errors import InvalidRequest, TransientError
 from providers.oci.errors import Where, translate
-from providers.oci.instances import retry_token
+from providers.oci.tags import retry_token
 from tests.contract.harness_oci import REGION
 from tests.providers.oci.conftest import World
 

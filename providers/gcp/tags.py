@@ -1,4 +1,6 @@
-"""Names, labels and request ids that gpucap puts on GCP resources, derived from the intent.
+"""Names, labels and request ids that gpucap puts on GCP resources, derived from the intent
+(every cloud package has a ``tags`` module; each cloud carries the ownership tags in its own
+form).
 
 GCP label rules: keys and values are at most 63 characters of lowercase letters, digits,
 ``_`` and ``-``; a key starts with a lowercase letter; values may be empty. gpucap's ownership
