@@ -84,7 +84,7 @@ class _Part(Generic[P, R]):
     keeps the part's signature (one definition) and, being a class attribute, still lets a
     subclass override it."""
 
-    def __init__(self, part: str, method: Callable[..., R]) -> None:
+    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
         self._part, self._name = part, method.__name__
 
     @overload
@@ -96,10 +96,6 @@ class _Part(Generic[P, R]):
             return self
         method: Callable[P, R] = getattr(getattr(obj, self._part), self._name)
         return method
-
-
-def _part(part: str, method: Callable[Concatenate[Any, P], R]) -> _Part[P, R]:
-    return _Part(part, method)
 
 
 class ControlPlaneService:
@@ -126,29 +122,29 @@ class ControlPlaneService:
         self._status = Status(store, clock, job_ticks)
         self.started_at = self._status.started_at
 
-    validate_policy = _part("_policies", Policies.validate)
-    apply_policy = _part("_policies", Policies.apply)
-    apply_policy_result = _part("_policies", Policies.apply_result)
-    get_policy = _part("_policies", Policies.get)
+    validate_policy = _Part("_policies", Policies.validate)
+    apply_policy = _Part("_policies", Policies.apply)
+    apply_policy_result = _Part("_policies", Policies.apply_result)
+    get_policy = _Part("_policies", Policies.get)
 
-    deploy_model = _part("_models", Models.deploy)
-    update_model = _part("_models", Models.update)
-    delete_model = _part("_models", Models.delete)
+    deploy_model = _Part("_models", Models.deploy)
+    update_model = _Part("_models", Models.update)
+    delete_model = _Part("_models", Models.delete)
 
-    pin_model = _part("_oncall", OnCall.pin)
-    pause_model = _part("_oncall", OnCall.pause)
-    cordon_pool = _part("_oncall", OnCall.cordon_pool)
-    cordon_pools = _part("_oncall", OnCall.cordon_pools)
-    drain_node = _part("_oncall", OnCall.drain_node)
+    pin_model = _Part("_oncall", OnCall.pin)
+    pause_model = _Part("_oncall", OnCall.pause)
+    cordon_pool = _Part("_oncall", OnCall.cordon_pool)
+    cordon_pools = _Part("_oncall", OnCall.cordon_pools)
+    drain_node = _Part("_oncall", OnCall.drain_node)
 
-    list_decisions = _part("_decisions", Decisions.list)
-    replay_decision = _part("_decisions", Decisions.replay)
+    list_decisions = _Part("_decisions", Decisions.list)
+    replay_decision = _Part("_decisions", Decisions.replay)
 
-    get_model = _part("_reads", Reads.get_model)
-    list_models = _part("_reads", Reads.list_models)
-    list_nodes = _part("_reads", Reads.list_nodes)
-    list_pools = _part("_reads", Reads.list_pools)
+    get_model = _Part("_reads", Reads.get_model)
+    list_models = _Part("_reads", Reads.list_models)
+    list_nodes = _Part("_reads", Reads.list_nodes)
+    list_pools = _Part("_reads", Reads.list_pools)
 
-    status = _part("_status", Status.status)
-    last_event_id = _part("_status", Status.last_event_id)
-    events = _part("_status", Status.events)
+    status = _Part("_status", Status.status)
+    last_event_id = _Part("_status", Status.last_event_id)
+    events = _Part("_status", Status.events)

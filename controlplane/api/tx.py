@@ -1,4 +1,4 @@
-"""The store and clock every API module is given, and its one write path."""
+"""The store and clock the writing parts of the API share, and their one write path."""
 
 from __future__ import annotations
 
