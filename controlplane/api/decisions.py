@@ -17,8 +17,8 @@ from controlplane.store.models import DecisionRecord
 
 MAX_DECISIONS_PER_PAGE = 1000
 DECISION_KINDS = ("autoscale", "placement")
-# Decisions the loop records without running the autoscaler (controlplane/loop/jobs.py
-# ``decide``): on-call overrides, so there is nothing to replay.
+# Decisions the loop's decide job records without running the autoscaler: on-call
+# overrides, so there is nothing to replay.
 OVERRIDE_REASONS = {
     "pinned": "replicas pinned by on-call",
     "paused": "autoscaler paused by on-call",
