@@ -28,10 +28,11 @@ from prometheus_client import start_http_server
 from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler import GpucapAutoscaler
+from controlplane.api import ControlPlaneService
+from controlplane.jobticks import JobTicks
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import HealthProbe, ProviderResolver
 from controlplane.metrics_sources import MetricsSource
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
@@ -77,6 +78,8 @@ class Daemon:
         self.clock = clock
         self.store: Store | None = None
         self.service: ControlPlaneService | None = None
+        # Every job tick, for `gpucap status`; the daemon's own state, read by the API.
+        self.job_ticks = JobTicks()
         self.loop: ControlLoop | None = None
         self._scheduler: BackgroundScheduler | None = None
         self._grpc: Any = None
@@ -93,7 +96,10 @@ class Daemon:
         # runs exactly the decider that made the decision.
         autoscaler = GpucapAutoscaler()
         self.service = ControlPlaneService(
-            self.store, autoscaler=autoscaler, external_ids=w.external_ids
+            self.store,
+            autoscaler=autoscaler,
+            external_ids=w.external_ids,
+            job_ticks=self.job_ticks,
         )
         self.apply_policies()
         ctx = LoopContext(
@@ -227,8 +233,7 @@ class Daemon:
             finally:
                 took = time.perf_counter() - t0
                 self.telemetry.tick_seconds.labels(name).observe(took)
-                if self.service is not None:
-                    self.service.record_tick(name, started, took, error)
+                self.job_ticks.record(name, started, took, error)
 
         return run
 

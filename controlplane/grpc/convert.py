@@ -13,7 +13,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from autoscaler import Decision
-from controlplane.service import (
+from controlplane.api import (
     ModelView,
     NodeView,
     PolicyView,

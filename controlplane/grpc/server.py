@@ -31,14 +31,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
-from controlplane.grpc import convert
-from controlplane.service import (
+from controlplane.api import (
     AlreadyExistsError,
     ControlPlaneService,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
 )
+from controlplane.grpc import convert
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
 from schema.policy_file import PolicyError

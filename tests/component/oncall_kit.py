@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from autoscaler import GpucapAutoscaler
+from controlplane.api import ControlPlaneService
 from controlplane.loop import ControlLoop, LoopContext
 from controlplane.resolvers import SimHealth, SimResolver
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool, Replica

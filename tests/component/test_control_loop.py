@@ -16,13 +16,13 @@ from autoscaler import GpucapAutoscaler
 from autoscaler.types import MetricsSample
 from coldstart import ColdStartModel
 from coldstart.model import OBSERVED_KEPT
+from controlplane.api import ControlPlaneService
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import epoch
 from controlplane.loop.snapshot import LIVE_VALUES
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.placement import capacity_units
 from controlplane.resolvers import SimHealth, SimResolver
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.models import (
     DecisionRecord,

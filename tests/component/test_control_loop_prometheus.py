@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import select
 
 from autoscaler import GpucapAutoscaler
+from controlplane.api import ControlPlaneService
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.prometheus_source import PrometheusSource
 from controlplane.resolvers import SimHealth, SimResolver
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from controlplane.store.models import Model

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import select
 
 from autoscaler import GpucapAutoscaler
+from controlplane.api import ControlPlaneService
 from controlplane.loop import ControlLoop, LoopContext
 from controlplane.resolvers import SimHealth, SimResolver
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.models import Model, Node, Replica
 from controlplane.telemetry import Metrics

@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
+from controlplane.api import ControlPlaneService, StatusView
 from controlplane.grpc.client import ControlPlaneClient, error_details, format_problem
 from controlplane.grpc.server import (
     GrpcServer,
@@ -26,7 +27,7 @@ from controlplane.grpc.server import (
     is_loopback,
     serve,
 )
-from controlplane.service import ControlPlaneService, StatusView
+from controlplane.jobticks import JobTicks
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from controlplane.store.models import Model as ModelRow
@@ -48,8 +49,13 @@ def sqlite_store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def svc(sqlite_store: Store) -> ControlPlaneService:
-    return ControlPlaneService(sqlite_store)
+def job_ticks() -> JobTicks:
+    return JobTicks()
+
+
+@pytest.fixture
+def svc(sqlite_store: Store, job_ticks: JobTicks) -> ControlPlaneService:
+    return ControlPlaneService(sqlite_store, job_ticks=job_ticks)
 
 
 @pytest.fixture
@@ -375,6 +381,7 @@ def test_nodes_pools_and_status(
     applied: pb.ApplyPolicyResponse,
     sqlite_store: Store,
     svc: ControlPlaneService,
+    job_ticks: JobTicks,
 ) -> None:
     _seed_nodes(sqlite_store)
     stub = client.stub
@@ -400,7 +407,7 @@ def test_nodes_pools_and_status(
     model = stub.GetModel(pb.GetModelRequest(customer="acme", name="llama-70b"))
     assert model.ready_replicas == 1 and dict(model.replicas_by_state) == {"ready": 1}
 
-    svc.record_tick("reconcile", T0, 0.5, error="boom")
+    job_ticks.record("reconcile", T0, 0.5, error="boom")
     status = stub.GetStatus(pb.GetStatusRequest())
     assert (status.customers, status.models, status.pools) == (1, 3, len(pools))
     assert dict(status.nodes_by_state) == {"ready": 1}

@@ -13,9 +13,9 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from controlplane.api import ControlPlaneService
 from controlplane.grpc.client import ControlPlaneClient, error_details
 from controlplane.grpc.server import GrpcServer, serve
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb

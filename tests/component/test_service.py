@@ -7,14 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from controlplane.pools import pools_for_policy
-from controlplane.service import (
+from controlplane.api import (
     AlreadyExistsError,
     ControlPlaneService,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
 )
+from controlplane.jobticks import JobTicks
+from controlplane.pools import pools_for_policy
 from controlplane.store.db import Store
 from controlplane.store.models import (
     Account,
@@ -380,10 +381,12 @@ def test_events_cursor_and_filters(svc: ControlPlaneService) -> None:
     assert err.value.field == "since_id"
 
 
-def test_status_reports_job_ticks(svc: ControlPlaneService) -> None:
-    svc.record_tick("reconcile", T0, 0.25)
-    svc.record_tick("reconcile", T0 + timedelta(seconds=5), 0.5, error="ThrottledError: slow")
-    svc.record_tick("decide", T0, 0.01)
+def test_status_reports_job_ticks(store: Store) -> None:
+    ticks = JobTicks()  # the daemon's; the service only reads them
+    svc = ControlPlaneService(store, clock=StepClock(), job_ticks=ticks)
+    ticks.record("reconcile", T0, 0.25)
+    ticks.record("reconcile", T0 + timedelta(seconds=5), 0.5, error="ThrottledError: slow")
+    ticks.record("decide", T0, 0.01)
     jobs = {j.job: j for j in svc.status().jobs}
     assert (jobs["reconcile"].runs, jobs["reconcile"].failures) == (2, 1)
     assert jobs["reconcile"].last_error == "ThrottledError: slow"

@@ -11,14 +11,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from controlplane.decider_code import UNKNOWN, decider_code
-from controlplane.service import (
+from controlplane.api import (
     ControlPlaneService,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     is_replayable,
 )
+from controlplane.decider_code import UNKNOWN, decider_code
 from controlplane.store.db import Store
 from controlplane.store.models import DecisionRecord, Replica
 from tests.component.oncall_kit import T0, add_replica, record_demo_decisions

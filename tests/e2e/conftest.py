@@ -12,9 +12,10 @@ import structlog.testing
 from click.testing import Result
 from typer.testing import CliRunner
 
+from controlplane.api import ControlPlaneService
 from controlplane.cli.main import app
 from controlplane.grpc.server import GrpcServer, serve
-from controlplane.service import ControlPlaneService
+from controlplane.jobticks import JobTicks
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 
@@ -24,6 +25,7 @@ class Daemon:
     service: ControlPlaneService
     store: Store
     server: GrpcServer
+    job_ticks: JobTicks  # what a daemon's scheduler would record
 
     @property
     def addr(self) -> str:
@@ -35,12 +37,13 @@ def api(tmp_path: Path) -> Iterator[Daemon]:
     url = f"sqlite:///{tmp_path / 'gpucap.db'}"
     upgrade(url)
     store = Store.from_url(url)
-    service = ControlPlaneService(store)
+    job_ticks = JobTicks()
+    service = ControlPlaneService(store, job_ticks=job_ticks)
     # The server shares this process with CliRunner, which captures stdout: keep the
     # server's log lines out of the command output the tests read.
     with structlog.testing.capture_logs():
         server = serve(service, "127.0.0.1:0")
-        yield Daemon(service, store, server)
+        yield Daemon(service, store, server, job_ticks)
         server.stop(grace=0)
     store.close()
 

@@ -58,7 +58,7 @@ def applied(api: Daemon) -> Daemon:
                 ready_at=T0,
             )
         )
-    api.service.record_tick("reconcile", T0, 0.042)
+    api.job_ticks.record("reconcile", T0, 0.042)
     return api
 
 

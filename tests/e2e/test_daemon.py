@@ -119,6 +119,11 @@ def test_demo_scales_across_two_clouds_and_stops_cleanly(demo: Running):
     events = cli(demo.addr, "events")["events"]
     assert {"replica.launch", "node.created", "node.ready"} <= {e["kind"] for e in events}
 
+    # The daemon records its own job ticks (controlplane/jobticks.py); status shows them.
+    jobs = {j["job"]: j for j in cli(demo.addr, "status")["jobs"]}
+    assert {"collect_metrics", "decide", "place", "reconcile"} <= set(jobs)
+    assert all(int(j["runs"]) >= 1 for j in jobs.values()), jobs
+
     assert demo.stop() == 0
     lines = [json.loads(x) for x in demo.log.read_text().splitlines() if x.startswith("{")]
     assert lines, "no structured log lines"

@@ -16,8 +16,8 @@ import pytest
 import structlog
 from sqlalchemy import select
 
+from controlplane.api import ControlPlaneService
 from controlplane.resolvers import CloudResolver
-from controlplane.service import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.models import Account as AccountRow
 from controlplane.store.models import Base

@@ -14,7 +14,7 @@ import pytest
 import structlog
 from sqlalchemy import select
 
-from controlplane.service import ControlPlaneService
+from controlplane.api import ControlPlaneService
 from controlplane.store.db import Store
 from controlplane.store.models import Base
 from providers.errors import ProviderError

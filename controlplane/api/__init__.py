@@ -1,0 +1,150 @@
+"""The application layer: every change an operator or deployment tool makes goes through here.
+
+The gRPC server, the CLI's offline paths and the tests call :class:`ControlPlaneService`;
+it composes one small part per concern (policies, models, on-call, decisions, reads,
+status), each given the store and clock explicitly. The API owns validation (typed errors
+that name the field), the write transactions on the store, and the event log. It writes
+*spec* only (policies, accounts, pools' policy-derived fields, model specs and on-call
+overrides); status (replicas, nodes, decisions, job ticks) belongs to the daemon and is
+only read here. The one exception is an on-call drain, which marks a node and its replica
+``draining``: that is an intent, like the placement's own drains, and the reconciler carries
+it out (terminates at the cloud) and placement replaces the replica.
+
+Errors: :class:`schema.policy_file.PolicyError` for a bad policy file (every problem with
+line and field path), :class:`InvalidArgumentError` (field + reason), :class:`NotFoundError`,
+:class:`AlreadyExistsError`, :class:`FailedPreconditionError`. A failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+
+from autoscaler import Autoscaler, GpucapAutoscaler
+from controlplane.api.decisions import Decisions, is_replayable
+from controlplane.api.errors import (
+    AlreadyExistsError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ServiceError,
+)
+from controlplane.api.models import Models
+from controlplane.api.oncall import OnCall
+from controlplane.api.policies import Policies
+from controlplane.api.reads import Reads
+from controlplane.api.status import Status
+from controlplane.api.tx import Tx
+from controlplane.api.views import (
+    AppliedPolicy,
+    CordonResult,
+    DrainResult,
+    ModelView,
+    NodeView,
+    PolicyView,
+    PoolView,
+    ReplayView,
+    StatusView,
+)
+from controlplane.jobticks import JobTicks
+from controlplane.store.db import Store
+from providers.credentials import ExternalIdGenerator
+
+__all__ = [
+    "AlreadyExistsError",
+    "AppliedPolicy",
+    "ControlPlaneService",
+    "CordonResult",
+    "DrainResult",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "ModelView",
+    "NodeView",
+    "NotFoundError",
+    "PolicyView",
+    "PoolView",
+    "ReplayView",
+    "ServiceError",
+    "StatusView",
+    "is_replayable",
+]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Part(Generic[P, R]):
+    """A service method that is one of its parts' methods: ``_Part("_oncall", OnCall.pin)``
+    keeps the part's signature (one definition) and, being a class attribute, still lets a
+    subclass override it."""
+
+    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
+        self._part, self._name = part, method.__name__
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> Callable[P, R]: ...
+    def __get__(self, obj: object, owner: type) -> Self | Callable[P, R]:
+        if obj is None:
+            return self
+        method: Callable[P, R] = getattr(getattr(obj, self._part), self._name)
+        return method
+
+
+class ControlPlaneService:
+    """The one object the gRPC server calls; each method is a part's. Thread-safe: writes
+    are serialised by the one lock of the parts' shared :class:`Tx`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        external_ids: ExternalIdGenerator | None = None,
+        autoscaler: Autoscaler | None = None,
+        job_ticks: JobTicks | None = None,
+    ) -> None:
+        self.store = store
+        tx = Tx(store, clock)
+        self._policies = Policies(tx, external_ids)
+        self._models = Models(tx)
+        self._oncall = OnCall(tx)
+        # Replays must run the decider the daemon's loop runs; the daemon passes its own.
+        self._decisions = Decisions(store, autoscaler or GpucapAutoscaler())
+        self._reads = Reads(store)
+        self._status = Status(store, clock, job_ticks)
+        self.started_at = self._status.started_at
+
+    validate_policy = _Part("_policies", Policies.validate)
+    apply_policy = _Part("_policies", Policies.apply)
+    apply_policy_result = _Part("_policies", Policies.apply_result)
+    get_policy = _Part("_policies", Policies.get)
+
+    deploy_model = _Part("_models", Models.deploy)
+    update_model = _Part("_models", Models.update)
+    delete_model = _Part("_models", Models.delete)
+
+    pin_model = _Part("_oncall", OnCall.pin)
+    pause_model = _Part("_oncall", OnCall.pause)
+    cordon_pool = _Part("_oncall", OnCall.cordon_pool)
+    cordon_pools = _Part("_oncall", OnCall.cordon_pools)
+    drain_node = _Part("_oncall", OnCall.drain_node)
+
+    list_decisions = _Part("_decisions", Decisions.list)
+    replay_decision = _Part("_decisions", Decisions.replay)
+
+    get_model = _Part("_reads", Reads.get_model)
+    list_models = _Part("_reads", Reads.list_models)
+    list_nodes = _Part("_reads", Reads.list_nodes)
+    list_pools = _Part("_reads", Reads.list_pools)
+
+    status = _Part("_status", Status.status)
+    last_event_id = _Part("_status", Status.last_event_id)
+    events = _Part("_status", Status.events)

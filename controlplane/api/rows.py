@@ -1,0 +1,110 @@
+"""Look-ups and counts the API modules share; each runs inside the caller's session."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
+from controlplane.api.views import ModelView, PoolView
+from controlplane.store.models import Customer, Node, PolicyVersion, Pool, Replica
+from controlplane.store.models import Model as ModelRow
+from schema.policy import Model as ModelSpec
+from schema.policy import Policy
+from schema.policy_file import parse_policy
+from schema.types import TERMINAL_NODE_STATES
+
+K = TypeVar("K", int, str)
+
+
+def resolve_customer(s: Session, customer: str | None) -> Customer:
+    """The named customer, or the only one when none is named."""
+    if customer:
+        cust = s.get(Customer, customer)
+        if cust is None:
+            raise NotFoundError("customer", customer)
+        return cust
+    names = list(s.scalars(select(Customer.name).order_by(Customer.name)))
+    if len(names) == 1:
+        cust = s.get(Customer, names[0])
+        assert cust is not None
+        return cust
+    if not names:
+        raise NotFoundError("customer", "(none: no policy has been applied yet)")
+    raise InvalidArgumentError(
+        "customer", f"required when there are several customers ({', '.join(names)})"
+    )
+
+
+def policy_of(s: Session, customer: str) -> Policy:
+    """The customer's active policy."""
+    require("customer", customer)
+    cust = s.get(Customer, customer)
+    if cust is None or cust.active_policy_id is None:
+        raise NotFoundError("customer", customer)
+    row = s.get(PolicyVersion, cust.active_policy_id)
+    assert row is not None
+    return parse_policy(row.raw_yaml, source=row.source or "<policy>").policy
+
+
+def find_model(s: Session, customer: str, name: str) -> ModelRow | None:
+    return s.scalar(select(ModelRow).where(ModelRow.customer == customer, ModelRow.name == name))
+
+
+def live_model(s: Session, customer: str, name: str) -> ModelRow:
+    require("customer", customer)
+    require("name", name)
+    row = find_model(s, customer, name)
+    if row is None or row.deleted_at is not None:
+        raise NotFoundError("model", f"{customer}/{name}")
+    return row
+
+
+def api_models(s: Session, customer: str, exclude: str | None = None) -> list[ModelSpec]:
+    """Specs of the customer's live API-deployed models (all but ``exclude``)."""
+    rows = s.scalars(
+        select(ModelRow).where(
+            ModelRow.customer == customer,
+            ModelRow.source == "api",
+            ModelRow.deleted_at.is_(None),
+        )
+    )
+    return [ModelSpec.model_validate(r.spec) for r in rows if r.name != exclude]
+
+
+def model_view(s: Session, row: ModelRow) -> ModelView:
+    return ModelView(row, replica_counts(s, [row.id]).get(row.id, {}))
+
+
+def pool_views(s: Session, pools: list[Pool]) -> list[PoolView]:
+    counts = pool_node_counts(s, [p.id for p in pools])
+    return [PoolView(p, counts.get(p.id, {})) for p in pools]
+
+
+def replica_counts(s: Session, model_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Non-terminal replicas per model, by state."""
+    return _live_counts(s, Replica.model_id, Replica.state, model_ids)
+
+
+def pool_node_counts(s: Session, pool_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Non-terminal nodes per pool, by state."""
+    return _live_counts(s, Node.pool_id, Node.state, pool_ids)
+
+
+def _live_counts(
+    s: Session, key: InstrumentedAttribute[K], state: InstrumentedAttribute[str], ids: list[K]
+) -> dict[K, dict[str, int]]:
+    out: dict[K, dict[str, int]] = {}
+    if not ids:
+        return out
+    terminal = [st.value for st in TERMINAL_NODE_STATES]
+    q = (
+        select(key, state, func.count())
+        .where(key.in_(ids), state.not_in(terminal))
+        .group_by(key, state)
+    )
+    for k, st, n in s.execute(q):
+        out.setdefault(k, {})[st] = n
+    return out

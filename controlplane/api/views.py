@@ -1,0 +1,110 @@
+"""What the API returns: detached store rows plus what was aggregated for them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controlplane.decider_code import UNKNOWN
+from controlplane.jobticks import JobTick
+from controlplane.replay import Replayed
+from controlplane.store.models import DecisionRecord, Node, PolicyVersion, Pool
+from controlplane.store.models import Model as ModelRow
+from schema.types import NodeState
+
+
+@dataclass(frozen=True)
+class AppliedPolicy:
+    version: PolicyVersion
+    changed: bool  # False: identical to the active policy, no new version was written
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    version: PolicyVersion
+    active: bool
+
+
+@dataclass(frozen=True)
+class ModelView:
+    row: ModelRow
+    replicas_by_state: Mapping[str, int]
+
+    def _count(self, *states: NodeState) -> int:
+        return sum(self.replicas_by_state.get(s.value, 0) for s in states)
+
+    @property
+    def ready(self) -> int:
+        return self._count(NodeState.READY)
+
+    @property
+    def starting(self) -> int:
+        return self._count(NodeState.RUNNING)
+
+    @property
+    def provisioning(self) -> int:
+        return self._count(NodeState.PENDING, NodeState.PROVISIONING)
+
+    @property
+    def draining(self) -> int:
+        return self._count(NodeState.DRAINING, NodeState.TERMINATING)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    row: Node
+    model: str
+
+
+@dataclass(frozen=True)
+class PoolView:
+    row: Pool
+    nodes_by_state: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class StatusView:
+    version: str
+    started_at: datetime
+    uptime_s: float
+    customers: int
+    models: int
+    pools: int
+    nodes_by_state: Mapping[str, int]
+    jobs: list[JobTick] = field(default_factory=list)
+    last_event_id: int = 0
+
+
+@dataclass(frozen=True)
+class CordonResult:
+    changed: list[PoolView]  # pools whose state this call changed
+    matched: int  # pools the selector matched (changed or already in that state)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    node: NodeView
+    changed: bool  # False: already draining or terminal
+    message: str
+    drained: list[str]  # node ids this call marked draining (the node's whole gang)
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    record: DecisionRecord
+    autoscaler: str
+    result: Replayed
+    running_code: str  # the replaying decider's code fingerprint (controlplane.decider_code)
+    recorded_decider: str | None = None  # name and code in the record (None: predates them)
+    recorded_code: str | None = None
+
+    @property
+    def same_code(self) -> bool | None:
+        """Whether the record was made by this very decider code; None where unknown."""
+        if self.recorded_code is None or UNKNOWN in (self.recorded_code, self.running_code):
+            return None
+        return self.recorded_code == self.running_code and self.recorded_decider in (
+            None,
+            self.autoscaler,
+        )

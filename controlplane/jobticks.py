@@ -1,0 +1,45 @@
+"""What the daemon last saw of each periodic job: the daemon records every APScheduler
+tick here, and the API's status read is given this object to show them (``gpucap status``).
+
+Kept in memory: a restarted daemon has none, which is the truth (no tick has run in this
+process yet)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+
+@dataclass
+class JobTick:
+    job: str
+    last_started_at: datetime | None = None
+    last_duration_s: float = 0.0
+    last_error: str = ""
+    runs: int = 0
+    failures: int = 0
+
+
+class JobTicks:
+    """Thread-safe: ticks are recorded from the scheduler's worker threads and read from
+    the gRPC server's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ticks: dict[str, JobTick] = {}
+
+    def record(
+        self, job: str, started_at: datetime, duration_s: float, error: str | None = None
+    ) -> None:
+        with self._lock:
+            tick = self._ticks.setdefault(job, JobTick(job))
+            tick.last_started_at, tick.last_duration_s = started_at, duration_s
+            tick.last_error = error or ""
+            tick.runs += 1
+            tick.failures += 1 if error else 0
+
+    def snapshot(self) -> list[JobTick]:
+        """Copies, by job name (a reader never sees a tick change under it)."""
+        with self._lock:
+            return [replace(t) for _, t in sorted(self._ticks.items())]
