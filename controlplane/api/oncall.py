@@ -13,6 +13,7 @@ from controlplane.api.views import CordonResult, DrainResult, ModelView, NodeVie
 from controlplane.store.events import record_event
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool
+from controlplane.store.transitions import drain_replica
 from schema.types import Cloud, NodeState
 
 
@@ -187,17 +188,7 @@ class OnCall:
                     drained=[],
                 )
             now = self._tx.clock()
-            drained = []
-            for member in sorted(replica.nodes, key=lambda n: n.id):
-                member_state = NodeState(member.state)
-                if member_state.is_terminal or member_state in (
-                    NodeState.DRAINING,
-                    NodeState.TERMINATING,
-                ):
-                    continue
-                member.state, member.draining_at = NodeState.DRAINING.value, now
-                drained.append(member.id)
-            replica.state = NodeState.DRAINING.value
+            drained = drain_replica(replica, now)  # the one drain transition
             s.flush()
             gang = (
                 f" with {len(drained) - 1} other node(s) of its replica" if len(drained) > 1 else ""
