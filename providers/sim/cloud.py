@@ -89,6 +89,8 @@ class SimCloud:
     timing_of: Callable[[SimInstance], SimTimings] | None = None
     # Nodes an account may run per (account, region, instance type): QuotaExceeded past it.
     quota: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Stock per (cloud, zone, instance type), within the region's: a zone stockout.
+    zone_capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -161,6 +163,20 @@ class SimCloud:
             and i.instance_type == instance_type
             and self.status(i) != InstanceStatus.TERMINATED
         )
+
+    def zone_full(self, cloud: Cloud, zone: str, instance_type: str) -> bool:
+        limit = self.zone_capacity.get((cloud.value, zone, instance_type))
+        if limit is None:
+            return False
+        used = sum(
+            1
+            for i in self.instances.values()
+            if i.cloud == cloud
+            and i.zone == zone
+            and i.instance_type == instance_type
+            and self.status(i) != InstanceStatus.TERMINATED
+        )
+        return used >= limit
 
     def _account_in_use(self, account: str, region: str, instance_type: str) -> int:
         return sum(
@@ -243,6 +259,15 @@ class SimCloud:
                 zones,
                 key=lambda z: sum(1 for i in self.instances.values() if i.zone == z),
             )
+            if self.zone_full(cloud, chosen, instance_type):
+                raise CapacityUnavailable(
+                    f"insufficient {instance_type} capacity in {chosen}",
+                    code="SimInsufficientCapacity",
+                    scope=Scope.ZONE,
+                    zone=chosen,
+                    region=region,
+                    instance_type=instance_type,
+                )
             inst = SimInstance(
                 instance_id=f"sim-{cloud.value}-{next(self._ids):06d}",
                 account=account,

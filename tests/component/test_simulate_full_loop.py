@@ -19,7 +19,7 @@ from controlplane.loop.context import epoch
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.service import ControlPlaneService
 from controlplane.simulator.fullloop import FullLoop, fleet_scenario, replay
-from controlplane.simulator.fullloop.run import EPOCH0, VirtualClock
+from controlplane.simulator.fullloop.run import EPOCH0, VirtualClock, open_warm
 from controlplane.simulator.fullloop.serving import DataPlane, ReplayMetrics
 from controlplane.simulator.traces import ModelTrace, Trace
 from controlplane.store.db import Store
@@ -77,7 +77,7 @@ def placements(store: Store) -> list[tuple[Any, ...]]:
 def by_hand(store: Store, trace: Trace) -> DataPlane:
     """The daemon's jobs at its default intervals, on a hand clock, every 5 s (the gcd of
     the intervals), each job when its interval divides the time, as the scheduler starts
-    them all at once."""
+    them all at once; the model opens warm, as in the replay."""
     scenario = fleet_scenario(FLEET, trace)
     clock = VirtualClock()
     opened = datetime.fromtimestamp(EPOCH0, UTC)
@@ -99,6 +99,8 @@ def by_hand(store: Store, trace: Trace) -> DataPlane:
             clock=clock,
         )
     )
+
+    open_warm(ctl, scenario, clock)  # (the world's history: the warm replicas' launches)
 
     def sync(now: float) -> None:
         with store.session() as s:

@@ -177,7 +177,8 @@ def _recoveries(done: Replayed) -> list[dict[str, Any]]:
             took = None if d.end is None else d.end - max(d.start, w.start_s)
             prev = per.get(d.model, 0.0)
             per[d.model] = None if took is None or prev is None else max(prev, took)
-        worst = None if any(v is None for v in per.values()) else max(per.values(), default=0.0)
+        took_s = [v for v in per.values() if v is not None]
+        worst = None if len(took_s) < len(per) else max(took_s, default=0.0)
         out.append(
             {
                 "pool": w.pool,

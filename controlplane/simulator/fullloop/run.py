@@ -45,7 +45,7 @@ from providers.base import TAG_MODEL
 from providers.retry import NO_RETRY
 from providers.sim import SimCloud, SimTimings
 from providers.sim.cloud import SimInstance
-from schema.types import Cloud, NodeState
+from schema.types import NodeState
 
 # The virtual clock's origin, epoch seconds: a multiple of every job interval, so each job's
 # ticks fall on the trace's whole seconds.
@@ -170,14 +170,18 @@ class FullLoop:
         sc = self.scenario
         jobs = self.jobs()
         changes = _capacity_changes(sc, self.world)
+        open_warm(self.loop, sc, self.clock)
         ticks = 0
         while True:
             t = min(j.due(EPOCH0) for j in jobs)
             if t - EPOCH0 > sc.end_s + _EPS:
                 break
             while changes and changes[0][0] <= t - EPOCH0 + _EPS:
-                _, key, n = changes.pop(0)
-                self.world.capacity[key] = n
+                _, table, key, n = changes.pop(0)
+                if n is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = n
             self.clock.t = t
             self.plane.advance(t - EPOCH0)
             for j in jobs:
@@ -271,6 +275,24 @@ class FullLoop:
         self._asleep = False
 
 
+def open_warm(loop: ControlLoop, sc: Scenario, clock: VirtualClock) -> None:
+    """Open as the engine does, each model with its warm replicas ready: they are placed
+    and created one cold start (``Scenario.lead_s``) before the opening, so the first
+    reconcile finds them serving and the cold starts observed are the pools' own."""
+    leads: dict[float, list[str]] = defaultdict(list)
+    for name, n in sc.initial.items():
+        if n > 0:
+            leads[sc.lead_s(name)].append(name)
+    for lead in sorted(leads, reverse=True):
+        clock.t = EPOCH0 - lead
+        with loop.ctx.store.session() as s:
+            for m in s.scalars(select(Model).where(Model.name.in_(leads[lead]))):
+                m.desired_replicas = sc.initial[m.name]
+        loop.place()
+        loop.reconcile()
+    clock.t = EPOCH0
+
+
 def sim_world(sc: Scenario, clock: Callable[[], float]) -> SimCloud:
     """The simulated clouds of ``sc`` on ``clock``, each node on its pool's and model's
     timings."""
@@ -292,14 +314,18 @@ def sim_world(sc: Scenario, clock: Callable[[], float]) -> SimCloud:
     )
 
 
-def _capacity_changes(
-    sc: Scenario, world: SimCloud
-) -> list[tuple[float, tuple[str, str, str], int]]:
-    """The stockouts as (replay time, pool key, stock from then on), in time order."""
-    out = []
+_Change = tuple[float, dict[tuple[str, str, str], int], tuple[str, str, str], int | None]
+
+
+def _capacity_changes(sc: Scenario, world: SimCloud) -> list[_Change]:
+    """The stockouts as (replay time, the world's stock table, key, stock from then on;
+    None: no limit of its own), in time order."""
+    out: list[_Change] = []
     for w in sc.clouds.stockouts:
-        key = (w.cloud.value, w.region, w.instance_type)
-        before = world.limit(Cloud(w.cloud), w.region, w.instance_type)
-        out.append((sc.warmup_s + w.start_s, key, w.capacity))
-        out.append((sc.warmup_s + w.end_s, key, before))
+        if w.zone is None:
+            table, key = world.capacity, (w.cloud.value, w.region, w.instance_type)
+        else:
+            table, key = world.zone_capacity, (w.cloud.value, w.zone, w.instance_type)
+        out.append((sc.warmup_s + w.start_s, table, key, w.capacity))
+        out.append((sc.warmup_s + w.end_s, table, key, table.get(key)))
     return sorted(out, key=lambda c: c[0])

@@ -45,8 +45,8 @@ DEFAULT_SERVICE = ServiceTime(
 
 @dataclass(frozen=True)
 class Stockout:
-    """From ``start_s`` to ``end_s`` (trace time, measured window), the cloud has
-    ``capacity`` nodes of the type in the region (0: none at all)."""
+    """From ``start_s`` to ``end_s`` (seconds into the measured trace), the cloud has
+    ``capacity`` nodes of the type in the region, or in ``zone`` (0: none at all)."""
 
     cloud: Cloud
     region: str
@@ -54,10 +54,11 @@ class Stockout:
     start_s: float
     end_s: float
     capacity: int = 0
+    zone: str | None = None  # only this zone of the region
 
     @property
     def pool(self) -> str:
-        return f"{self.cloud.value}/{self.region}/{self.instance_type}"
+        return f"{self.cloud.value}/{self.zone or self.region}/{self.instance_type}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class Scenario:
     warmup_s: float
     end_s: float  # on the replay's clock: warm-up + the trace's span
     label: str = ""
+    # Replicas each model opens with, ready (``setup.warm_replicas``, as the engine opens).
+    initial: dict[str, int] = field(default_factory=dict)
 
     @property
     def customer(self) -> str:
@@ -100,6 +103,13 @@ class Scenario:
         return SimTimings(
             boot_s=p.node_s, serve_s=p.total_s - p.node_s, terminate_s=SimTimings().terminate_s
         )
+
+    def lead_s(self, model: str) -> float:
+        """The model's longest cold start in any pool: its warm replicas are launched this
+        long before the replay opens, so they are ready as it does."""
+        p = self.phases.get(model, ColdStartPhases())
+        totals = [p.total_s] + [o.apply(p).total_s for o in self.clouds.pool_coldstart.values()]
+        return max(totals)
 
 
 def policy_model(spec: ModelSpec) -> PolicyModel:
@@ -145,7 +155,7 @@ def fleet_policy(fleet: Fleet, models: list[str]) -> dict[str, Any]:
     for spec in specs:
         shape = parse_gpu_shape(spec.shape)
         it = shape.instance_types()[0]
-        acct = accounts.setdefault(it.cloud, _account(it.cloud, [REGIONS[it.cloud][0]]))
+        acct = accounts.setdefault(it.cloud, sim_account(it.cloud, [REGIONS[it.cloud][0]]))
         # (two models of one shape at different prices: the first model's price)
         acct["prices"].setdefault(it.name, spec.usd_per_replica_hour / shape.nodes)
     return {
@@ -155,7 +165,7 @@ def fleet_policy(fleet: Fleet, models: list[str]) -> dict[str, Any]:
     }
 
 
-def _account(cloud: Cloud, regions: list[str]) -> dict[str, Any]:
+def sim_account(cloud: Cloud, regions: list[str], name: str | None = None) -> dict[str, Any]:
     """A customer-owned account of the simulated world (its credential references are
     never used: ``providers.sim`` stands in for the cloud)."""
     creds: dict[Cloud, dict[str, str]] = {
@@ -164,7 +174,7 @@ def _account(cloud: Cloud, regions: list[str]) -> dict[str, Any]:
         Cloud.OCI: {"compartment_id": "ocid1.compartment.oc1..sim", "profile": "SIM"},
     }
     return {
-        "name": f"sim-{cloud.value}",
+        "name": name or f"sim-{cloud.value}",
         "cloud": cloud.value,
         "regions": regions,
         "credentials": creds[cloud],
@@ -189,7 +199,7 @@ def build_scenario(
     policy must hold); the policy's models the trace lacks get no requests."""
     runs, _ = build_runs(fleet, trace, warmup_s=warmup_s)
     by_name = {r.name: r for r in runs}
-    loads, slo, first, phases = [], {}, {}, {}
+    loads, slo, first, phases, initial = [], {}, {}, {}, {}
     for m in policy.models:
         run = by_name.get(m.name)
         spec = fleet.model(m.name)
@@ -202,6 +212,7 @@ def build_scenario(
         else:
             loads.append(ModelLoad(m.name, run.arrivals, run.service_s, run.output_tokens))
             first[m.name] = run.measured_from
+            initial[m.name] = run.initial_replicas
         slo[m.name] = m.latency_slo_ms / 1000.0
     return Scenario(
         policy=policy,
@@ -214,4 +225,5 @@ def build_scenario(
         warmup_s=warmup_s,
         end_s=warmup_s + trace.end_s,
         label=trace.label,
+        initial=initial,
     )
