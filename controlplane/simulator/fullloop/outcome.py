@@ -92,26 +92,35 @@ def outcome(done: Replayed) -> FullLoopOutcome:
     with done.store.session() as s:
         names = {m.id: m.name for m in s.scalars(select(Model))}
         pools = {p.id: p for p in s.scalars(select(Pool))}
-        for n, model_id in s.execute(
-            select(Node, Replica.model_id).join(Replica, Node.replica_id == Replica.id)
-        ):
-            if n.instance_id is None:
-                continue
-            hours = clipped_h(epoch(n.pending_at), epoch(n.terminated_at or n.failed_at))
-            pool = pools[n.pool_id]
-            gpus = INSTANCE_TYPES_BY_NAME[n.instance_type].gpus
-            name = names[model_id]
+        used = sorted(  # (in an order of the values, not of the random intent ids)
+            (
+                clipped_h(epoch(n.pending_at), epoch(n.terminated_at or n.failed_at)),
+                names[model_id],
+                n.pool_id,
+                n.instance_type,
+            )
+            for n, model_id in s.execute(
+                select(Node, Replica.model_id).join(Replica, Node.replica_id == Replica.id)
+            )
+            if n.instance_id is not None
+        )
+        for hours, name, pool_id, instance_type in used:
+            pool = pools[pool_id]
+            gpus = INSTANCE_TYPES_BY_NAME[instance_type].gpus
             gpu_h[name] += hours * gpus
             usd[name] += hours * pool.price_usd_per_hour
             use = tiers[pool.tier]
             use.node_hours += hours
             use.gpu_hours += hours * gpus
             use.cost_usd += hours * pool.price_usd_per_hour
+        held = []
         for r in s.scalars(select(Replica)):
             created = epoch(r.created_at)
             if created is not None and created >= t0:
                 launches[names[r.model_id]] += 1
-            tiers[pools[r.pool_id].tier].replica_hours += clipped_h(created, epoch(r.ended_at))
+            held.append((clipped_h(created, epoch(r.ended_at)), pools[r.pool_id].tier))
+        for hours, tier in sorted(held):
+            tiers[tier].replica_hours += hours
         last: dict[str, int | None] = {}
         for d in s.scalars(
             select(DecisionRecord)
