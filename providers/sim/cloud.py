@@ -155,36 +155,24 @@ class SimCloud:
             return self.clock() - inst.created_at >= timings.boot_s + timings.serve_s
 
     def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
-        return sum(
-            1
-            for i in self.instances.values()
-            if i.cloud == cloud
-            and i.region == region
-            and i.instance_type == instance_type
-            and self.status(i) != InstanceStatus.TERMINATED
-        )
+        return self._alive(instance_type, lambda i: i.cloud == cloud and i.region == region)
 
     def zone_full(self, cloud: Cloud, zone: str, instance_type: str) -> bool:
         limit = self.zone_capacity.get((cloud.value, zone, instance_type))
         if limit is None:
             return False
-        used = sum(
-            1
-            for i in self.instances.values()
-            if i.cloud == cloud
-            and i.zone == zone
-            and i.instance_type == instance_type
-            and self.status(i) != InstanceStatus.TERMINATED
-        )
-        return used >= limit
+        return self._alive(instance_type, lambda i: i.cloud == cloud and i.zone == zone) >= limit
 
     def _account_in_use(self, account: str, region: str, instance_type: str) -> int:
+        return self._alive(instance_type, lambda i: i.account == account and i.region == region)
+
+    def _alive(self, instance_type: str, where: Callable[[SimInstance], bool]) -> int:
+        """Instances of the type, not terminated, that ``where`` picks."""
         return sum(
             1
             for i in self.instances.values()
-            if i.account == account
-            and i.region == region
-            and i.instance_type == instance_type
+            if i.instance_type == instance_type
+            and where(i)
             and self.status(i) != InstanceStatus.TERMINATED
         )
 

@@ -29,21 +29,10 @@ from providers.retry import NO_RETRY
 from providers.sim import SimCloud, SimTimings
 from schema.fleet import parse_fleet
 from schema.types import NodeState
+from tests.full_loop_texts import chat_fleet
 
 # One model on 1xH100; its node runs 60 s after the request and serves 30 s later.
-FLEET = parse_fleet(
-    """
-coldstart: {capacity_vm_s: 60, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
-models:
-  - name: chat
-    shape: 1xH100
-    slots: 8
-    slo_s: 1
-    min_replicas: 1
-    max_replicas: 20
-    service: {per_request_s: 2.0}
-"""
-)
+FLEET = parse_fleet(chat_fleet("1xH100", min_replicas=1))
 TIMINGS = SimTimings(boot_s=60, serve_s=30)
 
 

@@ -14,17 +14,8 @@ from controlplane.cli.main import app
 from controlplane.simulator.fullloop import fleet_scenario, replay
 from controlplane.simulator.traces import TraceOptions, TraceSpec, read_trace
 from schema.fleet import load_fleet_file
+from tests.full_loop_texts import chat_fleet
 
-FLEET = """
-coldstart: {capacity_vm_s: 60, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
-models:
-  - name: chat
-    shape: 8xH100
-    slots: 8
-    slo_s: 1
-    max_replicas: 20
-    service: {per_request_s: 2.0}
-"""
 # The load steps up at 10 minutes, as the cheapest pool (the commitment's) stocks out.
 CLOUDS = """
 pools:
@@ -66,27 +57,23 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "policy": tmp_path / "policy.yaml",
     }
     paths["trace"].write_text("\n".join(rows) + "\n")
-    paths["fleet"].write_text(FLEET)
+    paths["fleet"].write_text(chat_fleet())
     paths["clouds"].write_text(CLOUDS)
     paths["policy"].write_text(POLICY)
     return paths
 
 
-def simulate(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["simulate", "--full-loop", *args])
+def simulate(files: dict[str, Path], *args: str, fleet: bool = True) -> tuple[int, str, str]:
+    """``gpucap simulate --full-loop`` on the trace (and the fleet) with ``args``."""
+    base = ["simulate", "--full-loop", "--trace", f"chat={files['trace']}"]
+    if fleet:
+        base += ["--fleet", str(files["fleet"])]
+    result = CliRunner().invoke(app, [*base, *args])
     return result.exit_code, result.stdout, result.stderr
 
 
 def test_the_json_is_the_replay_apis_result(files):
-    code, out, _ = simulate(
-        "--trace",
-        f"chat={files['trace']}",
-        "--fleet",
-        str(files["fleet"]),
-        "--autoscaler",
-        "ours",
-        "--json",
-    )
+    code, out, _ = simulate(files, "--autoscaler", "ours", "--json")
     assert code == 0
     payload = json.loads(out)
     assert payload["mode"] == "full-loop" and payload["requests"] == 10800
@@ -100,15 +87,7 @@ def test_the_json_is_the_replay_apis_result(files):
 
 def test_a_stockout_fails_over_and_reports_its_recovery(files):
     code, out, err = simulate(
-        "--trace",
-        f"chat={files['trace']}",
-        "--fleet",
-        str(files["fleet"]),
-        "--clouds",
-        str(files["clouds"]),
-        "--autoscaler",
-        "ours",
-        "--json",
+        files, "--clouds", str(files["clouds"]), "--autoscaler", "ours", "--json"
     )
     assert code == 0, err
     (row,) = json.loads(out)["results"]
@@ -125,13 +104,7 @@ def test_a_stockout_fails_over_and_reports_its_recovery(files):
 
 def test_a_policy_file_runs_as_the_fleet(files):
     code, out, err = simulate(
-        "--trace",
-        f"chat={files['trace']}",
-        "--policy",
-        str(files["policy"]),
-        "--autoscaler",
-        "ours,hpa",
-        "--json",
+        files, "--policy", str(files["policy"]), "--autoscaler", "ours,hpa", "--json", fleet=False
     )
     assert code == 0, err
     rows = json.loads(out)["results"]
@@ -157,14 +130,7 @@ def test_a_policy_file_runs_as_the_fleet(files):
 )
 def test_a_bad_clouds_file_names_file_line_and_field(files, text, where):
     files["clouds"].write_text(text)
-    code, _, err = simulate(
-        "--trace",
-        f"chat={files['trace']}",
-        "--fleet",
-        str(files["fleet"]),
-        "--clouds",
-        str(files["clouds"]),
-    )
+    code, _, err = simulate(files, "--clouds", str(files["clouds"]))
     assert code == 2
     assert f"{files['clouds'].name}{where}" in err.replace("\n", "")
     assert "pools[0]" in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from controlplane.loop.context import epoch
 from controlplane.simulator.fullloop import FullLoop, fleet_scenario, policy_scenario
@@ -16,19 +16,9 @@ from controlplane.store.models import Node
 from schema.clouds_file import CloudsError, parse_clouds
 from schema.fleet import parse_fleet
 from schema.policy_file import parse_policy
+from tests.full_loop_texts import chat_fleet
 
-FLEET = parse_fleet(
-    """
-coldstart: {capacity_vm_s: 60, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
-models:
-  - name: chat
-    shape: 8xH100
-    slots: 8
-    slo_s: 1
-    max_replicas: 20
-    service: {per_request_s: 2.0}
-"""
-)
+FLEET = parse_fleet(chat_fleet())
 
 
 def steady(rate: float, span: float = 1800.0) -> Trace:
