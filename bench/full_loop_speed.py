@@ -3,7 +3,7 @@ per wall-minute, on a dense trace (Azure LLM 2023 ``code``, an hour of one model
 sparse one (30 models, each a few short bursts days apart, a week; synthesised, seeded).
 
     .venv/bin/python bench/full_loop_speed.py [--only dense|sparse] [--profile DIR]
-    .venv/bin/python bench/full_loop_speed.py --cadence
+    .venv/bin/python bench/full_loop_speed.py --cadence [--only-bursty]
 
 ``--cadence`` instead replays both Azure traces (code as llama-8b, conv as llama-70b, the
 fleet of examples/fleet-llm.yaml) with the collect, decide and place jobs every 5, 10, 15
@@ -60,13 +60,15 @@ def dense() -> Scenario:
 
 
 def sparse(models: int = 30, days: int = 7, seed: int = 11) -> Scenario:
-    """Each model: 3 bursts of ~2 minutes at 5 requests/s, at random times of the week."""
+    """Each model: 2 bursts of ~2 minutes at 5 requests/s, 3 to 4 days apart, at random
+    times of the week (the loop sleeps whenever no model has a burst in hand)."""
     rng = np.random.default_rng(seed)
     traces = {}
     for k in range(models):
         name = f"m{k:02d}"
+        first = rng.uniform(0, (days - 4) * DAY)
         parts = []
-        for at in np.sort(rng.uniform(0, days * DAY - 600, 3)):
+        for at in (first, first + rng.uniform(3 * DAY, 4 * DAY)):
             n = rng.poisson(5.0 * 120)
             parts.append(np.sort(at + rng.uniform(0, 120, n)))
         traces[name] = ModelTrace(name, np.concatenate(parts))
@@ -83,8 +85,47 @@ def both_azure() -> Scenario:
     return fleet_scenario(fleet, read_trace(specs, TraceOptions()))
 
 
-def cadence(intervals: tuple[float, ...] = (5.0, 10.0, 15.0, 30.0)) -> list[dict[str, Any]]:
-    scenario = both_azure()
+BURSTY_FLEET = """
+name: bursty
+coldstart:
+  {capacity_vm_s: 60, bootstrap_s: 10, image_pull_s: 5, weight_fetch_s: 5, load_init_s: 10}
+models:
+  - name: chat
+    shape: 1xH100
+    slots: 8
+    slo_s: 1
+    max_replicas: 50
+    service: {per_request_s: 2.0}
+"""
+
+
+def bursty(seed: int = 5) -> Scenario:
+    """An hour of 2 requests/s with a 4-minute burst to 16/s every 15 minutes, on nodes that
+    serve 90 s after their request: where the decision interval matters most (a short cold
+    start next to the interval, sudden steps)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for k in range(4):
+        t0 = k * 900.0
+        for rate, lo, hi in ((2.0, 0, 300), (16.0, 300, 540), (2.0, 540, 900)):
+            n = rng.poisson(rate * (hi - lo))
+            parts.append(np.sort(t0 + rng.uniform(lo, hi, n)))
+    trace = Trace({"chat": ModelTrace("chat", np.concatenate(parts))}, 3600.0, "bursty")
+    return fleet_scenario(parse_fleet(BURSTY_FLEET), trace)
+
+
+INTERVALS = (5.0, 10.0, 15.0, 30.0)
+
+
+def cadence(intervals: tuple[float, ...] = INTERVALS) -> list[dict[str, Any]]:
+    return [
+        {"scenario": name, **row}
+        for name, build in (("azure code+conv", both_azure), ("bursty", bursty))
+        for row in cadence_of(build(), intervals)
+    ]
+
+
+def cadence_of(scenario: Scenario, intervals: tuple[float, ...]) -> list[dict[str, Any]]:
     rows = []
     for every in intervals:
         tuning = replace(
@@ -150,17 +191,26 @@ def main() -> None:
     ap.add_argument("--only", choices=("dense", "sparse"))
     ap.add_argument("--profile", type=Path)
     ap.add_argument("--cadence", action="store_true")
+    ap.add_argument("--only-bursty", action="store_true", help="--cadence on the bursty trace")
     args = ap.parse_args()
     configure_logging("warning", json=True)
     if args.cadence:
-        print(json.dumps({"cadence": cadence()}, indent=2))
+        rows = (
+            [{"scenario": "bursty", **r} for r in cadence_of(bursty(), INTERVALS)]
+            if args.only_bursty
+            else cadence()
+        )
+        print(json.dumps({"cadence": rows, "machine": machine()}, indent=2))
         return
     rows = []
     for name, build in (("dense", dense), ("sparse", sparse)):
         if args.only in (None, name):
             rows.append(measure(name, build(), args.profile))
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(json.dumps({"machine": machine, "runs": rows}, indent=2))
+    print(json.dumps({"machine": machine(), "runs": rows}, indent=2))
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 if __name__ == "__main__":
