@@ -14,7 +14,7 @@ from controlplane.cli.main import app
 from controlplane.simulator.fullloop import fleet_scenario, replay
 from controlplane.simulator.traces import TraceOptions, TraceSpec, read_trace
 from schema.fleet import load_fleet_file
-from tests.full_loop_texts import chat_fleet
+from tests.full_loop_texts import chat_fleet, chat_policy
 
 # The load steps up at 10 minutes, as the cheapest pool (the commitment's) stocks out.
 CLOUDS = """
@@ -29,19 +29,6 @@ pools:
     region: us-central1
     shape: 8xH100
     quota: 3
-"""
-POLICY = """
-customer: acme
-accounts:
-  - name: acme-aws
-    cloud: aws
-    regions: [us-east-1]
-    credentials: {role_arn: "arn:aws:iam::111122223333:role/gpucap"}
-models:
-  - name: chat
-    shapes: [{shape: 8xH100, max_concurrency: 8}]
-    max_replicas: 20
-    latency_slo_ms: 1000
 """
 
 
@@ -59,7 +46,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     paths["trace"].write_text("\n".join(rows) + "\n")
     paths["fleet"].write_text(chat_fleet())
     paths["clouds"].write_text(CLOUDS)
-    paths["policy"].write_text(POLICY)
+    paths["policy"].write_text(chat_policy())
     return paths
 
 

@@ -16,7 +16,7 @@ from controlplane.store.models import Node
 from schema.clouds_file import CloudsError, parse_clouds
 from schema.fleet import parse_fleet
 from schema.policy_file import parse_policy
-from tests.full_loop_texts import chat_fleet
+from tests.full_loop_texts import chat_fleet, chat_policy
 
 FLEET = parse_fleet(chat_fleet())
 
@@ -180,26 +180,7 @@ def test_a_zone_stockout_sends_launches_to_the_other_zones():
 
 
 def test_a_policys_accounts_are_the_pools_and_the_clouds_file_limits_them():
-    loaded = parse_policy(
-        """
-customer: acme
-accounts:
-  - name: acme-aws
-    cloud: aws
-    regions: [us-east-1]
-    credentials: {role_arn: "arn:aws:iam::111122223333:role/gpucap"}
-    committed: [{instance_type: p5.48xlarge, region: us-east-1, count: 1}]
-  - name: acme-gcp
-    cloud: gcp
-    regions: [us-central1]
-    credentials: {project: acme, service_account: "gpucap@acme.iam"}
-models:
-  - name: chat
-    shapes: [{shape: 8xH100, max_concurrency: 8}]
-    max_replicas: 20
-    latency_slo_ms: 1000
-"""
-    )
+    loaded = parse_policy(chat_policy(committed=1, gcp=True))
     clouds = parse_clouds(
         "pools:\n  - cloud: aws\n    region: us-east-1\n    shape: 8xH100\n    capacity: 2\n",
         with_policy=True,
