@@ -8,7 +8,8 @@ Output: a rich table (progress bar on stderr while it runs), or with ``--json`` 
 A request still waiting when the trace ends is ``unserved`` and a miss; its wait counts up to
 that end, so where ``unserved`` > 0 the wait percentiles are lower bounds.
 Bad input (unreadable or malformed trace or fleet, an empty trace) exits 2 with the file,
-line and problem on stderr.
+line and problem on stderr. ``--full-loop`` (with ``--clouds``, ``--policy``) runs the
+daemon's own loop instead: ``controlplane/cli/simulate_full_loop.py``, docs/full-loop.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -167,9 +169,8 @@ def simulate(
     if full_loop:
         if slo_target is not None or report is not None:
             raise _bad_input("--full-loop runs each decider once: no --slo-target or --report")
-        return _full_loop(
-            trace, fleet_model, policy, clouds, names, json_out, seed, start, end, warmup
-        )
+        options = TraceOptions(seed=seed, rate_scale=rate_scale, start_s=start, end_s=end)
+        return _full_loop(trace, fleet_model, policy, clouds, names, json_out, options, warmup)
     assert fleet_model is not None
     if report is not None:  # refused before the replays, not after them
         problem = _unwritable(report)
@@ -368,9 +369,7 @@ def _full_loop(
     clouds: Path | None,
     names: list[str],
     json_out: bool,
-    seed: int,
-    start: float | None,
-    end: float | None,
+    options: TraceOptions,
     warmup: float | None,
 ) -> None:
     from controlplane.cli.simulate_full_loop import run_full_loop, scenario_for
@@ -379,7 +378,7 @@ def _full_loop(
 
     names = [n for n in names if n != ORACLE]  # (the oracle plans outside any loop)
     history = warmup if warmup is not None else (warmup_bound_s(fleet) if fleet else 0.0)
-    options = TraceOptions(seed=seed, start_s=start, end_s=end, history_s=history)
+    options = replace(options, history_s=history)
     try:
         loaded = read_trace([TraceSpec.parse(t) for t in trace], options)
         scenario = scenario_for(loaded, fleet, policy, clouds, warmup)
