@@ -24,6 +24,11 @@ class GrpcConfig(_Strict):
 
 
 class Intervals(_Strict):
+    """How often each job runs. Checked in the full-loop replay (docs/full-loop.md, "The
+    daemon's default cadence"): next to an 8xH100 cold start (minutes) 5-30 s changes neither
+    SLO attainment nor GPU-hours; with ~90 s cold starts and a fast scrape, 5 s gains ~11
+    points of attainment on a bursty trace."""
+
     collect_s: Annotated[float, Field(gt=0)] = 15.0
     decide_s: Annotated[float, Field(gt=0)] = 15.0
     place_s: Annotated[float, Field(gt=0)] = 15.0

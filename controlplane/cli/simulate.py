@@ -8,7 +8,8 @@ Output: a rich table (progress bar on stderr while it runs), or with ``--json`` 
 A request still waiting when the trace ends is ``unserved`` and a miss; its wait counts up to
 that end, so where ``unserved`` > 0 the wait percentiles are lower bounds.
 Bad input (unreadable or malformed trace or fleet, an empty trace) exits 2 with the file,
-line and problem on stderr.
+line and problem on stderr. ``--full-loop`` (with ``--clouds``, ``--policy``) runs the
+daemon's own loop instead: ``controlplane/cli/simulate_full_loop.py``, docs/full-loop.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,7 +31,7 @@ from controlplane.simulator.engine import RunOutcome, knob_label
 from controlplane.simulator.runner import ORACLE, Simulation, autoscaler_names
 from controlplane.simulator.setup import SetupError, warmup_bound_s
 from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
-from schema.fleet import FleetError, load_fleet_file
+from schema.fleet import Fleet, FleetError, load_fleet_file
 
 EXIT_BAD_INPUT = 2
 RESULT_KEYS = (
@@ -75,7 +77,9 @@ def simulate(
             show_default=False,
         ),
     ],
-    fleet: Annotated[Path, typer.Option("--fleet", help="Fleet YAML (see examples/fleet-*.yaml).")],
+    fleet: Annotated[
+        Path | None, typer.Option("--fleet", help="Fleet YAML (see examples/fleet-*.yaml).")
+    ] = None,
     autoscaler: Annotated[
         str,
         typer.Option(
@@ -124,6 +128,25 @@ def simulate(
             ),
         ),
     ] = None,
+    full_loop: Annotated[
+        bool,
+        typer.Option(
+            "--full-loop",
+            help="Run the daemon's own control loop on virtual time against simulated clouds.",
+        ),
+    ] = False,
+    clouds: Annotated[
+        Path | None,
+        typer.Option(
+            "--clouds", help="With --full-loop: pools, stock, stockouts (examples/clouds.yaml)."
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy", help="With --full-loop: a policy file as the fleet (its models and pools)."
+        ),
+    ] = None,
 ) -> None:
     try:
         names = autoscaler_names(autoscaler)
@@ -135,10 +158,20 @@ def simulate(
         raise _bad_input(f"--slo-target must be in (0, 1], got {slo_target:g}")
     if start is not None and end is not None and end <= start:
         raise _bad_input("--end must be after --start")
+    if (clouds or policy) and not full_loop:
+        raise _bad_input("--clouds and --policy go with --full-loop")
+    if fleet is None and policy is None:
+        raise _bad_input("give --fleet (or --policy with --full-loop)")
     try:
-        fleet_model = load_fleet_file(fleet)
+        fleet_model = load_fleet_file(fleet) if fleet is not None else None
     except FleetError as exc:
         raise _bad_input(str(exc)) from None
+    if full_loop:
+        if slo_target is not None or report is not None:
+            raise _bad_input("--full-loop runs each decider once: no --slo-target or --report")
+        options = TraceOptions(seed=seed, rate_scale=rate_scale, start_s=start, end_s=end)
+        return _full_loop(trace, fleet_model, policy, clouds, names, json_out, options, warmup)
+    assert fleet_model is not None
     if report is not None:  # refused before the replays, not after them
         problem = _unwritable(report)
         if problem:
@@ -327,3 +360,30 @@ def _print_table(
     if notes:
         table.caption = "; ".join(notes)
     console.print(table)
+
+
+def _full_loop(
+    trace: list[str],
+    fleet: Fleet | None,
+    policy: Path | None,
+    clouds: Path | None,
+    names: list[str],
+    json_out: bool,
+    options: TraceOptions,
+    warmup: float | None,
+) -> None:
+    from controlplane.cli.simulate_full_loop import run_full_loop, scenario_for
+    from schema.clouds_file import CloudsError
+    from schema.policy_file import PolicyError
+
+    names = [n for n in names if n != ORACLE]  # (the oracle plans outside any loop)
+    history = warmup if warmup is not None else (warmup_bound_s(fleet) if fleet else 0.0)
+    options = replace(options, history_s=history)
+    try:
+        loaded = read_trace([TraceSpec.parse(t) for t in trace], options)
+        scenario = scenario_for(loaded, fleet, policy, clouds, warmup)
+    except (TraceError, SetupError, CloudsError, PolicyError) as exc:
+        raise _bad_input(str(exc)) from None
+    if not names:
+        raise _bad_input("--full-loop: the oracle runs in the engine only; name another")
+    run_full_loop(scenario, loaded, names, json_out)

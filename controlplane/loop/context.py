@@ -32,7 +32,8 @@ class HealthProbe(Protocol):
 
 @dataclass(frozen=True)
 class Tuning:
-    """Intervals and TTLs. Production defaults; the demo compresses them."""
+    """Intervals and TTLs. Production defaults; the demo compresses them. The job intervals
+    are the daemon config's (``schema.daemon_config.Intervals``, measured there)."""
 
     collect_s: float = 15.0
     decide_s: float = 15.0

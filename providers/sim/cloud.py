@@ -84,6 +84,13 @@ class SimCloud:
     default_capacity: int = 64
     capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
+    # Per-instance timings (e.g. per pool and model, as a simulation's clouds file gives
+    # them); None: ``timings`` for every instance.
+    timing_of: Callable[[SimInstance], SimTimings] | None = None
+    # Nodes an account may run per (account, region, instance type): QuotaExceeded past it.
+    quota: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Stock per (cloud, zone, instance type), within the region's: a zone stockout.
+    zone_capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -123,12 +130,16 @@ class SimCloud:
                 self.object_data[uri] = data
 
     # ---- state ---------------------------------------------------------------------
+    def timings_for(self, inst: SimInstance) -> SimTimings:
+        return self.timings if self.timing_of is None else self.timing_of(inst)
+
     def status(self, inst: SimInstance) -> InstanceStatus:
         now = self.clock()
+        timings = self.timings_for(inst)
         if inst.terminate_requested_at is not None:
-            done = now - inst.terminate_requested_at >= self.timings.terminate_s
+            done = now - inst.terminate_requested_at >= timings.terminate_s
             return InstanceStatus.TERMINATED if done else InstanceStatus.STOPPING
-        if now - inst.created_at >= self.timings.boot_s:
+        if now - inst.created_at >= timings.boot_s:
             return InstanceStatus.RUNNING
         return InstanceStatus.PENDING
 
@@ -140,15 +151,28 @@ class SimCloud:
                 return False
             if self.status(inst) != InstanceStatus.RUNNING:
                 return False
-            return self.clock() - inst.created_at >= self.timings.boot_s + self.timings.serve_s
+            timings = self.timings_for(inst)
+            return self.clock() - inst.created_at >= timings.boot_s + timings.serve_s
 
     def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
+        return self._alive(instance_type, lambda i: i.cloud == cloud and i.region == region)
+
+    def zone_full(self, cloud: Cloud, zone: str, instance_type: str) -> bool:
+        limit = self.zone_capacity.get((cloud.value, zone, instance_type))
+        if limit is None:
+            return False
+        return self._alive(instance_type, lambda i: i.cloud == cloud and i.zone == zone) >= limit
+
+    def _account_in_use(self, account: str, region: str, instance_type: str) -> int:
+        return self._alive(instance_type, lambda i: i.account == account and i.region == region)
+
+    def _alive(self, instance_type: str, where: Callable[[SimInstance], bool]) -> int:
+        """Instances of the type, not terminated, that ``where`` picks."""
         return sum(
             1
             for i in self.instances.values()
-            if i.cloud == cloud
-            and i.region == region
-            and i.instance_type == instance_type
+            if i.instance_type == instance_type
+            and where(i)
             and self.status(i) != InstanceStatus.TERMINATED
         )
 
@@ -210,10 +234,28 @@ class SimCloud:
                     region=region,
                     instance_type=instance_type,
                 )
+            quota = self.quota.get((account, region, instance_type))
+            if quota is not None and self._account_in_use(account, region, instance_type) >= quota:
+                raise QuotaExceeded(
+                    f"quota of {quota} {instance_type} reached in {region}",
+                    code="SimQuotaReached",
+                    scope=Scope.ACCOUNT_REGION,
+                    region=region,
+                    instance_type=instance_type,
+                )
             chosen = zone or min(
                 zones,
                 key=lambda z: sum(1 for i in self.instances.values() if i.zone == z),
             )
+            if self.zone_full(cloud, chosen, instance_type):
+                raise CapacityUnavailable(
+                    f"insufficient {instance_type} capacity in {chosen}",
+                    code="SimInsufficientCapacity",
+                    scope=Scope.ZONE,
+                    zone=chosen,
+                    region=region,
+                    instance_type=instance_type,
+                )
             inst = SimInstance(
                 instance_id=f"sim-{cloud.value}-{next(self._ids):06d}",
                 account=account,
@@ -303,7 +345,7 @@ class SimCloud:
             now = self.clock()
             for iid, inst in list(self.instances.items()):
                 t = inst.terminate_requested_at
-                if t is not None and now - t > self.timings.terminate_s + 3600:
+                if t is not None and now - t > self.timings_for(inst).terminate_s + 3600:
                     del self.instances[iid]
 
     def new_image(self, region: str, name: str) -> SimImage:

@@ -113,14 +113,15 @@ class SimProvider:
                     )
                     price = (self.prices or {}).get(it.name, it.list_price_usd_per_hour)
                     for zone in zones_of(self.cloud, region):
+                        out_of = full or self.world.zone_full(self.cloud, zone, it.name)
                         out.append(
                             Offering(
                                 instance_type=it.name,
                                 region=region,
                                 zone=zone,
                                 price_usd_per_hour=price,
-                                available=not full,
-                                reason="capacity exhausted" if full else "",
+                                available=not out_of,
+                                reason="capacity exhausted" if out_of else "",
                             )
                         )
         return out
