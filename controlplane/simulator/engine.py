@@ -60,6 +60,7 @@ from autoscaler.types import (
     State,
 )
 from controlplane.simulator.capacity import Capacity, Grant
+from controlplane.simulator.fcfs import advance
 from controlplane.simulator.metrics import LoadMeter
 
 # Event kinds, in the order they are handled at equal times: capacity changes first, so a
@@ -338,26 +339,11 @@ class Engine:
 
     def _advance(self, ms: _Model, until: float, inclusive: bool = False) -> None:
         """Start, first come first served, every request whose start is before ``until``."""
-        heap = ms.slots
-        i, n = ms.i, ms.n
-        if not heap or i >= n:
-            return
-        arr, svc, alive = ms.arr, ms.svc, self._alive
-        append = ms.starts.append
-        heappop, heapreplace = heapq.heappop, heapq.heapreplace
-        while i < n and heap:
-            free, rid = heap[0]
-            if not alive[rid]:
-                heappop(heap)  # a slot of a draining replica: retire it
-                continue
-            a = arr[i]
-            s = a if a > free else free
-            if s > until or (s == until and not inclusive):
-                break
-            heapreplace(heap, (s + svc[i], rid))
-            append(s)
-            i += 1
-        ms.i = i
+        if ms.slots and ms.i < ms.n:
+            alive = self._alive
+            ms.i = advance(
+                ms.slots, ms.arr, ms.svc, ms.i, ms.starts, until, inclusive, alive.__getitem__
+            )
 
     # ----------------------------------------------------------------- replicas
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from autoscaler.types import MetricsSample
 from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.simulator.fcfs import advance
 from controlplane.simulator.metrics import LoadMeter
 
 
@@ -94,26 +95,10 @@ class DataPlane:
 
 
 def _advance(ms: _Served, until: float, inclusive: bool) -> None:
-    heap = ms.slots
-    i, n = ms.i, len(ms.arr)
-    if not heap or i >= n:
-        return
-    arr, svc, ready = ms.arr, ms.svc, ms.ready
-    append = ms.starts.append
-    heappop, heapreplace = heapq.heappop, heapq.heapreplace
-    while i < n and heap:
-        free, rid = heap[0]
-        if rid not in ready:
-            heappop(heap)  # a slot of a replica no longer ready: retire it
-            continue
-        a = arr[i]
-        s = a if a > free else free
-        if s > until or (s == until and not inclusive):
-            break
-        heapreplace(heap, (s + svc[i], rid))
-        append(s)
-        i += 1
-    ms.i = i
+    if ms.slots and ms.i < len(ms.arr):
+        ms.i = advance(
+            ms.slots, ms.arr, ms.svc, ms.i, ms.starts, until, inclusive, ms.ready.__contains__
+        )
 
 
 class ReplayMetrics:
