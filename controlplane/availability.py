@@ -56,7 +56,6 @@ class Unavailable:
 @dataclass(frozen=True)
 class PoolAvailability:
     blocked_until: float | None  # the whole pool takes no launch until then
-    reason: str | None
     zone: str | None  # where the next launch goes; None: wherever the cloud picks
     open_zones: tuple[str, ...]
 
@@ -89,12 +88,11 @@ def availability(
         # Every zone known to offer the type is blocked: the pool reopens with the first.
         closed.append(min(zone_until[z] for z in pool.zones))
     if closed:
-        reasons = [e.reason for e in whole] or [e.reason for e in live if e.zone is not None]
-        return PoolAvailability(max(closed), reasons[0] if reasons else None, None, open_zones)
+        return PoolAvailability(max(closed), None, open_zones)
     # Steer clear of blocked zones: the first open one; with the zones not yet known, the
     # cloud picks (it may pick the blocked zone again, and its error blocks it again).
     zone = open_zones[0] if zone_until and open_zones else None
-    return PoolAvailability(None, None, zone, open_zones)
+    return PoolAvailability(None, zone, open_zones)
 
 
 def offerings_to_entries(

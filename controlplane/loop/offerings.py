@@ -9,8 +9,8 @@ from sqlalchemy import delete, select
 
 from controlplane.availability import FROM_CLOUD, offerings_to_entries
 from controlplane.loop.context import LoopContext
-from controlplane.loop.reconcile import block
 from controlplane.store.models import Account, Pool, UnavailableOffering
+from controlplane.store.transitions import record_unavailable
 from providers.base import Offering
 from providers.errors import ProviderError
 
@@ -59,4 +59,4 @@ def _record(ctx: LoopContext, customer: str, account: str, offered: list[Offerin
         )
         rows = [(o.region, o.zone, o.instance_type, o.available, o.reason) for o in offered]
         for e in offerings_to_entries(account, rows, now, ttl):
-            block(s, customer, e)
+            record_unavailable(s, customer, e)

@@ -49,9 +49,9 @@ class Placer:
                 result = plan(inp)
                 models = {m.name: m for m in snap.models if m.customer == customer}
                 pools = {p.id: p for p in snap.pools.get(customer, [])}
+                demands = {d.model.name: d for d in inp.models}
                 for name, model_plan in result.plans.items():
-                    demand = next(d for d in inp.models if d.model.name == name)
-                    self._apply(s, models[name], pools, model_plan, demand, now_dt)
+                    self._apply(s, models[name], pools, model_plan, demands[name], now_dt)
 
     def _apply(
         self,
@@ -116,18 +116,18 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
     units exactly (a whole count could drain a replica smaller than the first shape); a
     deleted model's nothing."""
     pools = snap.pools.get(customer, [])
-    pool_tier = {p.id: p.tier for p in pools}
+    by_id = {p.id: p for p in pools}
     demands: list[ModelDemand] = []
     shared_replicas, shared_usd = 0, 0.0
-    price = {p.id: p.price_usd_per_hour for p in pools}
     for m in snap.models:
         if m.customer != customer:
             continue
         live = snap.live(m.id)
         for r in live:
-            if pool_tier.get(r.pool_id) == CapacityTier.SHARED:
+            pool = by_id.get(r.pool_id)
+            if pool is not None and pool.tier == CapacityTier.SHARED:
                 shared_replicas += 1
-                shared_usd += price[r.pool_id] * len(r.nodes)
+                shared_usd += pool.price_usd_per_hour * len(r.nodes)
         if m.deleted and not live:
             continue
         views = tuple(replica_view(r) for r in live)

@@ -7,7 +7,6 @@ follows its nodes' (``lifecycle.gang``), a failed gang draining whole."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 import structlog
 from sqlalchemy import select
@@ -18,6 +17,7 @@ from controlplane.availability import PoolKey, Unavailable, availability
 from controlplane.lifecycle.blocking import BlockTTLs, Fail, on_create_error
 from controlplane.lifecycle.gang import replica_state
 from controlplane.lifecycle.node import (
+    Action,
     Create,
     Move,
     NodeFacts,
@@ -38,10 +38,9 @@ from controlplane.store.models import (
     Node,
     Pool,
     Replica,
-    UnavailableOffering,
 )
-from controlplane.store.transitions import drain_replica
-from providers.base import TAG_INTENT, NodeRequest, Provider, ownership_tags
+from controlplane.store.transitions import drain_replica, record_unavailable
+from providers.base import TAG_INTENT, InstanceStatus, NodeRequest, Provider, ownership_tags
 from providers.errors import ProviderError
 from schema.types import NodeState
 
@@ -155,7 +154,7 @@ def _step(ctx: LoopContext, n: NodeSnapshot) -> None:
         cn = provider.describe_node(n.region, n.instance_id)
         seen = Observed(n.instance_id, None)
         if cn is not None:
-            serving = cn.status == "running" and ctx.health.serving(cn)
+            serving = cn.status == InstanceStatus.RUNNING and ctx.health.serving(cn)
             seen = Observed(cn.instance_id, cn.status, cn.zone, serving)
         _apply(ctx, n, step_live(n.facts(), seen, now, timing(ctx.tuning)), provider)
         return
@@ -186,7 +185,7 @@ def _blocked_until(s: Session, n: NodeSnapshot, now: float) -> float | None:
     return availability(key, mine, now, epoch(pool.unavailable_until)).blocked_until
 
 
-def _apply(ctx: LoopContext, n: NodeSnapshot, action: object, provider: Provider) -> None:
+def _apply(ctx: LoopContext, n: NodeSnapshot, action: Action, provider: Provider) -> None:
     kill: tuple[str, ...] = ()
     if isinstance(action, Terminate | Move):
         kill = action.instances if isinstance(action, Terminate) else action.terminate
@@ -309,7 +308,7 @@ def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> Non
         entry = Unavailable.from_block(
             n.account, verdict.block, now, f"{err.kind}: {err.message}"[:1000]
         )
-        blocked = block(s, n.customer, entry)
+        blocked = record_unavailable(s, n.customer, entry)
         record_event(
             s,
             now_dt,
@@ -322,36 +321,6 @@ def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> Non
             node=n.id,
             severity="warning",
         )
-
-
-def block(s: Session, customer: str, e: Unavailable) -> int:
-    """Record ``e`` in the unavailable-offerings cache; a block that covers whole pools is
-    also stamped on their rows (what ``gpucap pools`` shows). Returns the pools covered
-    whole."""
-    until = datetime.fromtimestamp(e.until, UTC)
-    s.add(
-        UnavailableOffering(
-            customer=customer,
-            account=e.account,
-            region=e.region,
-            zone=e.zone,
-            instance_type=e.instance_type,
-            pool_id=e.pool_id,
-            until=until,
-            reason=e.reason,
-            source=e.source,
-        )
-    )
-    if e.zone is not None:
-        return 0
-    pools = s.scalars(select(Pool).where(Pool.customer == customer, Pool.account == e.account))
-    covered = 0
-    for p in pools:
-        if e.applies_to(PoolKey(p.id, p.account, p.region, p.instance_type)):
-            p.unavailable_until = until
-            p.unavailable_reason = e.reason
-            covered += 1
-    return covered
 
 
 def settle_replicas(ctx: LoopContext) -> None:

@@ -29,8 +29,7 @@ from schema.policy_file import parse_policy
 from schema.types import NodeState
 
 NON_TERMINAL = tuple(s.value for s in NodeState if not s.is_terminal)
-LIVE = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY)
-LIVE_VALUES = tuple(s.value for s in LIVE)
+LIVE_VALUES = tuple(s.value for s in NodeState if s.is_live)
 
 # Observed times-to-ready older than this no longer describe a pool (images, weights and
 # the clouds' capacity change).

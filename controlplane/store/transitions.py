@@ -3,10 +3,14 @@ loop's jobs and the API's on-call drain)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from controlplane.availability import PoolKey, Unavailable
 from controlplane.lifecycle.drain import nodes_to_drain
-from controlplane.store.models import Replica
+from controlplane.store.models import Pool, Replica, UnavailableOffering
 from schema.types import NodeState
 
 
@@ -19,3 +23,33 @@ def drain_replica(replica: Replica, now: datetime) -> list[str]:
             n.state, n.draining_at = NodeState.DRAINING.value, now
     replica.state = NodeState.DRAINING.value
     return sorted(moving)
+
+
+def record_unavailable(s: Session, customer: str, e: Unavailable) -> int:
+    """Record ``e`` in the unavailable-offerings cache; a block that covers whole pools is
+    also stamped on their rows (what ``gpucap pools`` shows). Returns the pools covered
+    whole."""
+    until = datetime.fromtimestamp(e.until, UTC)
+    s.add(
+        UnavailableOffering(
+            customer=customer,
+            account=e.account,
+            region=e.region,
+            zone=e.zone,
+            instance_type=e.instance_type,
+            pool_id=e.pool_id,
+            until=until,
+            reason=e.reason,
+            source=e.source,
+        )
+    )
+    if e.zone is not None:
+        return 0
+    pools = s.scalars(select(Pool).where(Pool.customer == customer, Pool.account == e.account))
+    covered = 0
+    for p in pools:
+        if e.applies_to(PoolKey(p.id, p.account, p.region, p.instance_type)):
+            p.unavailable_until = until
+            p.unavailable_reason = e.reason
+            covered += 1
+    return covered
