@@ -4,7 +4,6 @@ changed decision is recorded with the inputs that replay it (``autoscaler.codec`
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 
 import structlog
@@ -15,7 +14,7 @@ from autoscaler.types import AutoscalerInput
 from controlplane.decider_code import decider_code
 from controlplane.loop.coldstart import expected_s
 from controlplane.loop.context import LoopContext
-from controlplane.loop.snapshot import ModelFacts, Snapshot, SnapshotReader
+from controlplane.loop.snapshot import ModelFacts, SnapshotReader
 from controlplane.loop.views import replica_counts, scaling_spec
 from controlplane.scaling import Overrides, Step, changed, scale
 from controlplane.store.models import DecisionRecord, Model
@@ -23,15 +22,12 @@ from controlplane.store.models import DecisionRecord, Model
 log = structlog.get_logger("gpucap.loop")
 
 
-def decide(ctx: LoopContext, reader: SnapshotReader) -> Snapshot:
-    """Returns the snapshot with the new decisions in it (place can plan on it)."""
+def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
     now, now_dt = ctx.now(), ctx.now_dt()
     with ctx.store.session() as s:
         snap = reader.read(s, now)
-        decided = []
         for m in snap.models:
             if m.deleted:
-                decided.append(m)
                 continue
             inp = AutoscalerInput(
                 model=m.name,
@@ -43,9 +39,6 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> Snapshot:
             )
             step = scale(ctx.autoscaler, inp, m.autoscaler_state, Overrides(m.pinned, m.paused))
             _apply(ctx, s, m, inp, step, now_dt)
-            decided.append(_with(m, step))
-        snap.models = decided
-    return snap
 
 
 def _apply(
@@ -81,12 +74,3 @@ def _apply(
     row.autoscaler_state = dict(step.state)
     row.updated_at = at
     ctx.telemetry.desired_replicas.labels(m.customer, m.name).set(d.desired)
-
-
-def _with(m: ModelFacts, step: Step) -> ModelFacts:
-    return replace(
-        m,
-        desired=step.decision.desired,
-        reason=step.decision.reason,
-        autoscaler_state=dict(step.state),
-    )
