@@ -8,9 +8,18 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
-from controlplane.api.views import ModelView, PoolView
-from controlplane.store.models import Customer, Node, PolicyVersion, Pool, Replica
+from controlplane.api.views import ModelView, PoolView, ZoneBlockView
+from controlplane.availability import PoolKey
+from controlplane.store.models import (
+    Customer,
+    Node,
+    PolicyVersion,
+    Pool,
+    Replica,
+    UnavailableOffering,
+)
 from controlplane.store.models import Model as ModelRow
+from controlplane.store.transitions import unavailable_entry
 from schema.policy import Model as ModelSpec
 from schema.policy import Policy
 from schema.policy_file import parse_policy
@@ -80,7 +89,34 @@ def model_view(s: Session, row: ModelRow) -> ModelView:
 
 def pool_views(s: Session, pools: list[Pool]) -> list[PoolView]:
     counts = pool_node_counts(s, [p.id for p in pools])
-    return [PoolView(p, counts.get(p.id, {})) for p in pools]
+    blocks = zone_blocks(s, pools)
+    return [PoolView(p, counts.get(p.id, {}), blocks.get(p.id, ())) for p in pools]
+
+
+def zone_blocks(s: Session, pools: list[Pool]) -> dict[str, tuple[ZoneBlockView, ...]]:
+    """The cache's blocks narrowed to one zone, per pool they cover (a block of whole pools
+    is stamped on the pool row itself). Expired entries stay until gc, so readers compare
+    ``until`` with their own clock, as for the pool row's block."""
+    out: dict[str, tuple[ZoneBlockView, ...]] = {}
+    if not pools:
+        return out
+    q = (
+        select(UnavailableOffering)
+        .where(
+            UnavailableOffering.customer.in_({p.customer for p in pools}),
+            UnavailableOffering.zone.is_not(None),
+        )
+        .order_by(UnavailableOffering.zone, UnavailableOffering.until)
+    )
+    entries = [(row, unavailable_entry(row)) for row in s.scalars(q)]
+    for p in pools:
+        key = PoolKey(p.id, p.account, p.region, p.instance_type)
+        out[p.id] = tuple(
+            ZoneBlockView(e.zone or "", row.until, e.reason, e.source)
+            for row, e in entries
+            if row.customer == p.customer and e.applies_to(key)
+        )
+    return out
 
 
 def replica_counts(s: Session, model_ids: list[int]) -> dict[int, dict[str, int]]:

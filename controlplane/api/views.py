@@ -58,9 +58,22 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class ZoneBlockView:
+    zone: str
+    until: datetime
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
 class PoolView:
     row: Pool
     nodes_by_state: Mapping[str, int]
+    zone_blocks: tuple[ZoneBlockView, ...] = ()
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        return tuple((self.row.zones or {}).get("zones", ()))
 
 
 @dataclass(frozen=True)

@@ -275,6 +275,10 @@ def pools(
         if p.HasField("unavailable_until") and p.unavailable_until.ToDatetime(tzinfo=UTC) > now:
             until = p.unavailable_until.ToDatetime(tzinfo=UTC).strftime("%H:%M:%S")
             flags.append(f"unavailable until {until}: {p.unavailable_reason}")
+        for b in p.zone_blocks:
+            if b.until.ToDatetime(tzinfo=UTC) > now:
+                until = b.until.ToDatetime(tzinfo=UTC).strftime("%H:%M:%S")
+                flags.append(f"{b.zone} unavailable until {until}: {b.reason}")
         if not p.active:
             flags.append("inactive")
         table.add_row(

@@ -217,6 +217,11 @@ def pool(view: PoolView) -> pb.Pool:
         unavailable_reason=p.unavailable_reason or "",
         active=p.active,
         nodes_by_state=dict(view.nodes_by_state),
+        zones=list(view.zones),
+        zone_blocks=[
+            pb.ZoneBlock(zone=b.zone, until=ts(b.until), reason=b.reason, source=b.source)
+            for b in view.zone_blocks
+        ],
     )
 
 

@@ -23,6 +23,7 @@ from controlplane.store.models import (
     Replica,
     UnavailableOffering,
 )
+from controlplane.store.transitions import unavailable_entry
 from schema.policy import Model as ModelSpec
 from schema.policy import Overflow
 from schema.policy_file import parse_policy
@@ -165,18 +166,7 @@ def unavailable_entries(
     if customer is not None:
         q = q.where(UnavailableOffering.customer == customer)
     for e in s.scalars(q):
-        out[e.customer].append(
-            Unavailable(
-                account=e.account,
-                until=epoch(e.until) or 0.0,
-                reason=e.reason,
-                source=e.source,
-                region=e.region,
-                zone=e.zone,
-                instance_type=e.instance_type,
-                pool_id=e.pool_id,
-            )
-        )
+        out[e.customer].append(unavailable_entry(e))
     return out
 
 

@@ -1,5 +1,5 @@
 """Writes of the lifecycle's pure transitions onto store rows, for every writer alike (the
-loop's jobs and the API's on-call drain)."""
+loop's jobs and the API's on-call drain), and the one read back of what they wrote."""
 
 from __future__ import annotations
 
@@ -23,6 +23,21 @@ def drain_replica(replica: Replica, now: datetime) -> list[str]:
             n.state, n.draining_at = NodeState.DRAINING.value, now
     replica.state = NodeState.DRAINING.value
     return sorted(moving)
+
+
+def unavailable_entry(row: UnavailableOffering) -> Unavailable:
+    """A cache row as the value ``record_unavailable`` wrote."""
+    until = row.until if row.until.tzinfo else row.until.replace(tzinfo=UTC)  # SQLite: naive
+    return Unavailable(
+        account=row.account,
+        until=until.timestamp(),
+        reason=row.reason,
+        source=row.source,
+        region=row.region,
+        zone=row.zone,
+        instance_type=row.instance_type,
+        pool_id=row.pool_id,
+    )
 
 
 def record_unavailable(s: Session, customer: str, e: Unavailable) -> int:

@@ -486,6 +486,13 @@ def test_a_zone_stockout_blocks_that_zone_and_the_next_launch_goes_to_another(lo
         assert pool is not None and pool.unavailable_until is None
         (blocked,) = s.scalars(select(UnavailableOffering)).all()
         assert (blocked.zone, blocked.instance_type) == ("us-east-1a", "p5.48xlarge")
+    # On-call sees the zone's block on the pool it covers (`gpucap pools`), and only there.
+    views = {v.row.id: v for v in ControlPlaneService(store).list_pools("demo")}
+    (zone_block,) = views[pool_id].zone_blocks
+    assert (zone_block.zone, zone_block.source) == ("us-east-1a", "error")
+    assert "CapacityUnavailable" in zone_block.reason
+    assert views[pool_id].zones == ("us-east-1a", "us-east-1b", "us-east-1c")
+    assert not any(v.zone_blocks for i, v in views.items() if i != pool_id)
     assert_no_leak(store, sim)
 
 

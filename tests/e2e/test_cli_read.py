@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.availability import Unavailable
 from controlplane.grpc.server import serve
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool, Replica
+from controlplane.store.transitions import record_unavailable
 from tests.e2e.conftest import Daemon, Gpucap
 from tests.policy_texts import example_policy
 from tests.tls_certs import self_signed_localhost
@@ -126,6 +128,24 @@ def test_pools(gpucap: Gpucap, applied: Daemon) -> None:
     pools = json.loads(gpucap("pools", "-o", "json").stdout)["pools"]
     with applied.store.session() as s:
         assert {p["id"] for p in pools} == {p.id for p in s.query(Pool).filter_by(active=True)}
+
+
+def test_pools_show_a_zone_block_until_it_expires(gpucap: Gpucap, applied: Daemon) -> None:
+    now = datetime.now(UTC).timestamp()
+    with applied.store.session() as s:
+        for zone, until in (("us-east-1a", now + 600), ("us-east-1c", now - 60)):
+            block = Unavailable("acme-aws", until, "stockout", region="us-east-1", zone=zone)
+            record_unavailable(s, "acme", block)
+    table = gpucap("pools", "--cloud", "aws")
+    assert table.exit_code == 0, table.output
+    east = next(line for line in table.stdout.splitlines() if EAST in line)
+    assert "us-east-1a unavailable until" in east and "us-east-1c" not in east
+
+    pools = json.loads(gpucap("pools", "-o", "json").stdout)["pools"]
+    blocks = {p["id"]: [b["zone"] for b in p.get("zone_blocks", [])] for p in pools}
+    # Both rows reach the reader (expired ones stay until gc); only the table hides the old.
+    assert blocks[EAST] == ["us-east-1a", "us-east-1c"]
+    assert not any(z for pool, z in blocks.items() if not pool.startswith("acme/acme-aws/"))
 
 
 def test_events(gpucap: Gpucap, applied: Daemon) -> None:

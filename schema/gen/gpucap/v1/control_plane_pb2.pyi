@@ -344,7 +344,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
 
 class Pool(_message.Message):
-    __slots__ = ("id", "customer", "account", "cloud", "owner", "region", "instance_type", "gpu_shape", "tier", "price_usd_per_hour", "committed", "reservation", "cordoned", "unavailable_until", "unavailable_reason", "active", "nodes_by_state")
+    __slots__ = ("id", "customer", "account", "cloud", "owner", "region", "instance_type", "gpu_shape", "tier", "price_usd_per_hour", "committed", "reservation", "cordoned", "unavailable_until", "unavailable_reason", "active", "nodes_by_state", "zones", "zone_blocks")
     class NodesByStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -369,6 +369,8 @@ class Pool(_message.Message):
     UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     NODES_BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    ZONES_FIELD_NUMBER: _ClassVar[int]
+    ZONE_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     customer: str
     account: str
@@ -386,7 +388,21 @@ class Pool(_message.Message):
     unavailable_reason: str
     active: bool
     nodes_by_state: _containers.ScalarMap[str, int]
-    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., owner: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., gpu_shape: _Optional[str] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., committed: _Optional[int] = ..., reservation: _Optional[str] = ..., cordoned: _Optional[bool] = ..., unavailable_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unavailable_reason: _Optional[str] = ..., active: _Optional[bool] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    zones: _containers.RepeatedScalarFieldContainer[str]
+    zone_blocks: _containers.RepeatedCompositeFieldContainer[ZoneBlock]
+    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., owner: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., gpu_shape: _Optional[str] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., committed: _Optional[int] = ..., reservation: _Optional[str] = ..., cordoned: _Optional[bool] = ..., unavailable_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., unavailable_reason: _Optional[str] = ..., active: _Optional[bool] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ..., zones: _Optional[_Iterable[str]] = ..., zone_blocks: _Optional[_Iterable[_Union[ZoneBlock, _Mapping]]] = ...) -> None: ...
+
+class ZoneBlock(_message.Message):
+    __slots__ = ("zone", "until", "reason", "source")
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    zone: str
+    until: _timestamp_pb2.Timestamp
+    reason: str
+    source: str
+    def __init__(self, zone: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class ListPoolsRequest(_message.Message):
     __slots__ = ("customer", "cloud", "include_inactive")
