@@ -497,13 +497,14 @@ def _filling(
     """Whether a concurrency reading may still be the slots filling after a cold origin:
     while nothing has completed, each sample's in-flight is what arrived since the origin,
     so the reading is at least half the newest sample's age there (and only a lower bound
-    of the cost)."""
-    return (
-        spec.metric == "concurrency"
-        and origin is not None
-        and bool(samples)
-        and samples[-1].t - origin <= 2 * reading + step
-    )
+    of the cost). Slots that reached their cap while filling, or requests whose service
+    times spread (some complete early), read less than that: the newest sample's own
+    in-flight over its arrivals is then the closer lower bound, and counts too."""
+    if spec.metric != "concurrency" or origin is None or not samples:
+        return False
+    newest = samples[-1]
+    now_reading = newest.in_flight / newest.arrival_rate if newest.arrival_rate >= MIN_RATE else 0
+    return newest.t - origin <= 2 * max(reading, now_reading) + step
 
 
 def _since_queue(samples: Sequence[MetricsSample], queued_at: float | None) -> list[float]:
