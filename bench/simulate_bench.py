@@ -58,6 +58,7 @@ _traces_dir = TRACES
 FLEET = ROOT / "examples" / "fleet-gpu-mix.yaml"
 FLEET_LLM = ROOT / "examples" / "fleet-llm.yaml"
 FLEET_8B = ROOT / "examples" / "fleet-8b.yaml"
+FULL_LOOP_RESULTS = ROOT / "bench" / "full_loop_results.json"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -694,6 +695,7 @@ def render(
             + " |"
         )
     out += render_floors(floors or [])
+    out += full_loop_section(bound_of)
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -886,6 +888,51 @@ def _render_per_model(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def current_commit(fallback: str = "?") -> str:
+    """The checkout's short commit (``fallback`` outside one), ``+changes`` where files a
+    replay runs have uncommitted changes: the commit alone does not name the code then (and
+    a later --reuse of rows measured so is refused, git cannot compare with it)."""
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        or fallback
+    )
+    if commit != fallback and blocking_changes(changed_since("HEAD")):
+        commit += "+changes"
+    return commit
+
+
+def full_loop_section(bounds: dict[str, float], path: Path = FULL_LOOP_RESULTS) -> list[str]:
+    """``bench/full_loop_targets.py``'s section, from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import full_loop_targets  # (imports this module: not at the top)
+
+    return full_loop_targets.render(json.loads(path.read_text()), bounds)
+
+
+def rewrite_page(
+    json_path: Path = ROOT / "bench" / "results.json",
+    out: Path = ROOT / "docs" / "benchmarks.md",
+) -> None:
+    """docs/benchmarks.md from the saved results (no replay)."""
+    saved: dict[str, Any] = json.loads(json_path.read_text())
+    out.write_text(
+        render(
+            saved["results"],
+            saved["wall_s"],
+            saved["commit"],
+            saved.get("scale"),
+            saved.get("reused"),
+            saved.get("finished_at"),
+            saved.get("floors"),
+            saved.get("machine"),
+            saved.get("bounds"),
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -943,16 +990,7 @@ def main() -> None:
         print(f"wrote {args.out}")
         return
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
-    commit = (
-        subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip()
-        or args.commit
-    )
-    if commit != args.commit and blocking_changes(changed_since("HEAD")):
-        # Uncommitted changes to what a replay runs: the commit alone does not name the code
-        # (and a later --reuse of these rows is refused, git cannot compare with it).
-        commit += "+changes"
+    commit = current_commit(args.commit)
     names = tuple(autoscaler_names(args.autoscalers))
     previous = _reusable(Path(args.json), chosen, names) if args.reuse else None
     if previous is None and set(names) != set(ALL):

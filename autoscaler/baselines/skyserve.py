@@ -80,6 +80,9 @@ class SkyServeAutoscaler:
     # ready replicas. Use sky serve status ...") at once; it holds nothing for a replica to
     # come. (The request was recorded for the autoscaler's QPS first.)
     rejects_without_ready: bool = True
+    # Its target is requests/s per replica, which its users set from profiling the model
+    # (target_qps_per_replica): told the profiled mean service time where a spec lacks it.
+    needs_profiled_service: bool = True
     wakes_on_arrival: bool = False
     knob: Knob = Knob(
         name="target_qps_per_replica (as target concurrency / mean service time)",

@@ -3,8 +3,9 @@ peer baselines and the clairvoyant oracle side by side (``controlplane.simulator
 
 Output: a rich table (progress bar on stderr while it runs), or with ``--json`` one object
 ``{"trace", "requests", "results": [{"autoscaler", "knob", "slo_attainment", "gpu_hours",
-"cost_usd", "p50_wait_s", "p99_wait_s", "cold_starts", "scale_events", "unserved"}]}``;
-``knob`` is a number, or for the oracle on several models one headroom per model (an object).
+"cost_usd", "p50_wait_s", "p99_wait_s", "cold_starts", "scale_events", "unserved",
+"models"}]}``, ``models`` holding the same numbers per model (with its ``requests``); ``knob``
+is a number, or for the oracle on several models one headroom per model (an object).
 A request still waiting when the trace ends is ``unserved`` and a miss; its wait counts up to
 that end, so where ``unserved`` > 0 the wait percentiles are lower bounds.
 Bad input (unreadable or malformed trace or fleet, an empty trace) exits 2 with the file,
@@ -167,10 +168,12 @@ def simulate(
     except FleetError as exc:
         raise _bad_input(str(exc)) from None
     if full_loop:
-        if slo_target is not None or report is not None:
-            raise _bad_input("--full-loop runs each decider once: no --slo-target or --report")
+        if report is not None:
+            raise _bad_input("--report goes with the engine (no --full-loop)")
         options = TraceOptions(seed=seed, rate_scale=rate_scale, start_s=start, end_s=end)
-        return _full_loop(trace, fleet_model, policy, clouds, names, json_out, options, warmup)
+        return _full_loop(
+            trace, fleet_model, policy, clouds, names, json_out, options, warmup, slo_target
+        )
     assert fleet_model is not None
     if report is not None:  # refused before the replays, not after them
         problem = _unwritable(report)
@@ -277,9 +280,16 @@ def _run_all(
 
 def _result(name: str, run: RunOutcome | None) -> dict[str, Any]:
     if run is None:  # no knob value reached the SLO target
-        return {k: (name if k == "autoscaler" else None) for k in RESULT_KEYS}
+        return missing_result(name)
     summary = run.summary().as_dict()
-    return {k: summary[k] for k in RESULT_KEYS}
+    out: dict[str, Any] = {k: summary[k] for k in RESULT_KEYS}
+    out["models"] = {m: o.as_dict() for m, o in sorted(run.models.items())}
+    return out
+
+
+def missing_result(name: str) -> dict[str, Any]:
+    """The ``--json`` result of an autoscaler that no knob value brings to the target."""
+    return {k: (name if k == "autoscaler" else None) for k in RESULT_KEYS}
 
 
 def _print_table(
@@ -371,6 +381,7 @@ def _full_loop(
     json_out: bool,
     options: TraceOptions,
     warmup: float | None,
+    slo_target: float | None,
 ) -> None:
     from controlplane.cli.simulate_full_loop import run_full_loop, scenario_for
     from schema.clouds_file import CloudsError
@@ -386,4 +397,4 @@ def _full_loop(
         raise _bad_input(str(exc)) from None
     if not names:
         raise _bad_input("--full-loop: the oracle runs in the engine only; name another")
-    run_full_loop(scenario, loaded, names, json_out)
+    run_full_loop(scenario, loaded, names, json_out, slo_target)

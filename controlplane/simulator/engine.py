@@ -46,6 +46,7 @@ import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,6 +112,21 @@ class ModelOutcome:
     cold_starts: int
     scale_events: int
     timeline: list[TimelinePoint]
+
+    def as_dict(self) -> dict[str, Any]:
+        """This model's row of ``--json`` (the run summary's keys, for this model)."""
+        waits = self.waits
+        return {
+            "requests": self.requests,
+            "slo_attainment": self.met_slo / self.requests if self.requests else 0.0,
+            "gpu_hours": self.gpu_hours,
+            "cost_usd": self.cost_usd,
+            "p50_wait_s": float(np.percentile(waits, 50)) if waits.size else 0.0,
+            "p99_wait_s": float(np.percentile(waits, 99)) if waits.size else 0.0,
+            "cold_starts": self.cold_starts,
+            "scale_events": self.scale_events,
+            "unserved": self.unserved,
+        }
 
 
 # A run's knob: one value for every model, one per model (the oracle's cheapest mix), or

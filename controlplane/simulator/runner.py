@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from autoscaler.baselines import REGISTRY, variants
 from autoscaler.types import TimedAutoscaler
+from controlplane.simulator.bisection import SWEEP_PROBES, bisect
 from controlplane.simulator.capacity import ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
 from controlplane.simulator.oracle import (
@@ -30,9 +31,6 @@ from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
 
 ORACLE = "oracle"
-# Runs a sweep makes per variant: both ends of the knob's range, then bisection; 6 halvings
-# of the utilization range (0.05-1.0) leave 0.015, finer than the old 17-value grid's 0.05.
-SWEEP_PROBES = 8
 ALL = ("ours", "knative", "skyserve", "rayserve", "hpa", ORACLE)
 
 
@@ -208,33 +206,20 @@ class Simulation:
         progress: Callable[[int, int, float], None] | None = None,
         total: int = SWEEP_PROBES,
     ) -> None:
-        """The cheapest passing knob by bisection over the knob's range, appending each run
-        to ``tried``: the cheap end (the highest target per replica; the oracle's least
-        headroom) first, where passing ends the search; then the safe end, where failing
-        does (nothing in the range passes, if attainment is monotone in the knob); then
-        halving the interval between the cheapest passing and the cheapest failing value
-        until ``SWEEP_PROBES`` runs. Attainment is only roughly monotone in the knob, so
-        the answer is the cheapest passing run of all (the sweep's ``min``), not the last.
-        The same probes for every autoscaler: no one gets a finer search."""
+        """The cheapest passing knob by bisection over the knob's range
+        (``bisection.bisect``: the oracle's cheap end is its least headroom, the others' their
+        highest target per replica), appending each run to ``tried``."""
         values = self.knob_values(name)
         lo, hi = min(values), max(values)
         cheap, safe = (lo, hi) if name == ORACLE else (hi, lo)
 
-        def probe(value: float) -> bool:
+        def passes(value: float) -> bool:
             step = None if progress is None else _step(progress, len(tried), total)
             out = self.run(name, value, step)
             tried.append(out)
             return out.summary().slo_attainment >= target
 
-        if probe(cheap) or not probe(safe):
-            return
-        passing, failing = safe, cheap
-        for _ in range(SWEEP_PROBES - 2):
-            mid = round((passing + failing) / 2, 6)
-            if probe(mid):
-                passing = mid
-            else:
-                failing = mid
+        bisect(passes, cheap, safe)
 
     def _zero_wait(self) -> dict[str, Series]:
         """Each model's zero-wait concurrency, computed once: every oracle run of a sweep

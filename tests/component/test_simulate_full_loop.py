@@ -19,8 +19,15 @@ from controlplane.loop.context import epoch
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.service import ControlPlaneService
 from controlplane.simulator.fullloop import FullLoop, fleet_scenario, replay
-from controlplane.simulator.fullloop.run import EPOCH0, VirtualClock, open_warm
+from controlplane.simulator.fullloop.run import (
+    EPOCH0,
+    Configured,
+    VirtualClock,
+    decider,
+    open_warm,
+)
 from controlplane.simulator.fullloop.serving import DataPlane, ReplayMetrics
+from controlplane.simulator.fullloop.sweep import sweep, sweep_size
 from controlplane.simulator.traces import ModelTrace, Trace
 from controlplane.store.db import Store
 from controlplane.store.models import DecisionRecord, Model, Replica
@@ -153,3 +160,41 @@ def test_the_peers_run_in_the_same_loop(peer):
     assert out["autoscaler"] == peer
     assert out["models"]["chat"]["requests"] > 1000
     assert out["cold_starts"] >= 1 and out["gpu_hours"] > 0
+
+
+def test_a_knob_changes_the_loops_decisions():
+    """The knob reaches the decider through the loop: a lower target per replica keeps more
+    replicas (more GPU-hours), the policy in the store staying the customer's."""
+    scenario = fleet_scenario(FLEET, short_trace())
+    tight, loose = (replay(scenario, knob=k).as_dict() for k in (0.3, 1.0))
+    assert tight["knob"] == 0.3 and loose["knob"] == 1.0
+    assert tight["gpu_hours"] > loose["gpu_hours"]
+    assert tight["slo_attainment"] >= loose["slo_attainment"]
+
+
+def test_the_full_loop_sweep_keeps_the_cheapest_passing_run():
+    scenario = fleet_scenario(FLEET, short_trace())
+    seen: list[float | None] = []
+    result = sweep(scenario, "ours", 0.95, done=lambda o: seen.append(o.run.knob))
+    assert len(result.tried) == len(seen) <= sweep_size("ours")
+    passing = [o for o in result.tried if o.run.summary().slo_attainment >= 0.95]
+    assert result.best is not None and passing
+    assert result.best.run.summary().gpu_hours == min(o.run.summary().gpu_hours for o in passing)
+    assert result.best.run.knob in seen
+    # No knob reaches an attainment of more than one: nothing passes, the closest is kept.
+    none = sweep(scenario, "ours", 1.01)
+    assert none.best is None and len(none.tried) == 2
+    closest = none.closest()
+    assert closest is not None
+    assert closest.run.summary().slo_attainment == max(
+        o.run.summary().slo_attainment for o in none.tried
+    )
+
+
+def test_skyserve_is_configured_from_the_profiled_service_time_and_ours_is_not():
+    scenario = fleet_scenario(FLEET, short_trace())
+    profile = scenario.profiled_service_s()
+    assert set(profile) == {"chat"} and profile["chat"] > 0
+    sky = decider("skyserve", None, profile)
+    assert isinstance(sky, Configured) and sky.profiled_s == profile
+    assert decider("ours", None, profile) == GpucapAutoscaler()

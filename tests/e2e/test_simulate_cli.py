@@ -85,8 +85,13 @@ def test_json_has_exactly_the_documented_keys(files: dict[str, Path]) -> None:
     assert doc["requests"] == 450
     assert [r["autoscaler"] for r in doc["results"]] == ["ours", "knative", "oracle"]
     for r in doc["results"]:
-        assert set(r) == KEYS
+        assert set(r) == KEYS | {"models"}
         assert 0 <= r["slo_attainment"] <= 1 and r["gpu_hours"] > 0
+        models = r["models"]
+        assert set(models) == {"code", "chat"}
+        assert all(set(m) == KEYS - {"autoscaler", "knob"} | {"requests"} for m in models.values())
+        assert sum(m["requests"] for m in models.values()) == 450
+        assert sum(m["gpu_hours"] for m in models.values()) == pytest.approx(r["gpu_hours"])
     oracle = doc["results"][2]
     assert oracle["knob"] == 1.0 and oracle["slo_attainment"] == pytest.approx(1.0)
 

@@ -137,3 +137,31 @@ def test_clouds_without_full_loop_is_refused(files):
         ],
     )
     assert result.exit_code == 2 and "--full-loop" in result.stderr
+
+
+def test_an_slo_target_sweeps_each_knob_in_the_full_loop(files):
+    code, out, err = simulate(
+        files, "--autoscaler", "ours", "--slo-target", "0.9", "--end", "900", "--json"
+    )
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["mode"] == "full-loop" and payload["slo_target"] == 0.9
+    (row,) = payload["results"]
+    assert row["slo_attainment"] >= 0.9 and isinstance(row["knob"], float)
+    assert row["models"]["chat"]["slo_attainment"] >= 0.9
+    # Beyond reach (one replica serves 4/s of the 8/s): a null row with its closest run,
+    # and a note under the table naming it.
+    files["fleet"].write_text(chat_fleet().replace("max_replicas: 20", "max_replicas: 1"))
+    code, out, err = simulate(
+        files, "--autoscaler", "ours", "--slo-target", "0.9", "--end", "900", "--json"
+    )
+    assert code == 0, err
+    (row,) = json.loads(out)["results"]
+    assert row["slo_attainment"] is None and row["closest"]["slo_attainment"] < 0.9
+    code, out, _ = simulate(files, "--autoscaler", "ours", "--slo-target", "0.9", "--end", "900")
+    assert code == 0 and "no knob reaches 0.9" in " ".join(out.split())
+
+
+def test_report_with_full_loop_is_refused(files):
+    code, _, err = simulate(files, "--report", "out.md")
+    assert code == 2 and "--report" in err

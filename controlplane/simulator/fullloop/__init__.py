@@ -60,11 +60,18 @@ def policy_scenario(
 
 
 def replay(
-    scenario: Scenario, autoscaler: str = "ours", tuning: Tuning | None = None
+    scenario: Scenario,
+    autoscaler: str = "ours",
+    tuning: Tuning | None = None,
+    knob: float | None = None,
 ) -> FullLoopOutcome:
-    """One full-loop replay of ``scenario`` under ``autoscaler``."""
-    loop = FullLoop(scenario, autoscaler, tuning or Tuning())
-    return outcome(loop.run())
+    """One full-loop replay of ``scenario`` under ``autoscaler``; ``knob``: a fraction of one
+    replica's capacity given to its knob, as the engine's sweep sets it (None: the policy's
+    own target utilization)."""
+    loop = FullLoop(scenario, autoscaler, tuning or Tuning(), knob=knob)
+    done = outcome(loop.run())
+    done.run.knob = knob
+    return done
 
 
 __all__ = [

@@ -53,25 +53,10 @@ class FullLoopOutcome:
         """The ``--json`` result of one decider: the summary's keys, then ``models`` (the
         same keys per model), ``tiers``, and with a clouds file ``stockouts``."""
         out: dict[str, Any] = self.run.summary().as_dict()
-        out["models"] = {name: model_row(m) for name, m in sorted(self.run.models.items())}
+        out["models"] = {name: m.as_dict() for name, m in sorted(self.run.models.items())}
         out["tiers"] = {t: u.as_dict() for t, u in self.tiers.items()}
         out["stockouts"] = self.stockouts
         return out
-
-
-def model_row(m: ModelOutcome) -> dict[str, Any]:
-    waits = m.waits
-    return {
-        "requests": m.requests,
-        "slo_attainment": m.met_slo / m.requests if m.requests else 0.0,
-        "gpu_hours": m.gpu_hours,
-        "cost_usd": m.cost_usd,
-        "p50_wait_s": float(np.percentile(waits, 50)) if waits.size else 0.0,
-        "p99_wait_s": float(np.percentile(waits, 99)) if waits.size else 0.0,
-        "cold_starts": m.cold_starts,
-        "scale_events": m.scale_events,
-        "unserved": m.unserved,
-    }
 
 
 def outcome(done: Replayed) -> FullLoopOutcome:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sqlalchemy import select
@@ -28,7 +28,7 @@ from sqlalchemy.pool import StaticPool
 
 from autoscaler import GpucapAutoscaler
 from autoscaler.baselines import REGISTRY
-from autoscaler.types import Autoscaler
+from autoscaler.types import Autoscaler, AutoscalerInput, Decision, State, TimedAutoscaler
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.snapshot import LIVE_VALUES, NON_TERMINAL
 from controlplane.placement import capacity_units
@@ -62,13 +62,45 @@ class VirtualClock:
         return self.t
 
 
-def decider(name: str) -> Autoscaler:
-    """``ours`` (the daemon's own) or a peer baseline by its registry name."""
-    if name == "ours":
-        return GpucapAutoscaler()
+def decider(
+    name: str, knob: float | None = None, profiled_s: Mapping[str, float] | None = None
+) -> Autoscaler:
+    """``ours`` (the daemon's own) or a peer baseline by its registry name. ``knob``: a
+    fraction of one replica's capacity given to its knob (None: the policy's own target
+    utilization). ``profiled_s``: each model's mean service time, as profiling it on the
+    trace's requests gives, for a decider whose users configure it from that figure
+    (SkyServe's requests/s per replica; the daemon's policy carries no such figure)."""
     if name not in REGISTRY:
         raise ValueError(f"unknown autoscaler {name!r}: choose from {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]()
+    auto = GpucapAutoscaler() if name == "ours" else REGISTRY[name]()
+    # Only a decider configured from the profile is told it (the daemon's own is not).
+    profile = dict(profiled_s or {}) if getattr(auto, "needs_profiled_service", False) else {}
+    if knob is None and not profile:
+        return auto
+    return Configured(auto, knob, profile)
+
+
+@dataclass(frozen=True)
+class Configured:
+    """A decider configured as the engine's sweep configures it: its knob set on the spec
+    each decision gets (``Knob.apply``) and the model's profiled service time filled in,
+    so the policy the loop reads stays the customer's."""
+
+    inner: TimedAutoscaler
+    fraction: float | None
+    profiled_s: dict[str, float]
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def decide(self, inp: AutoscalerInput, state: State) -> tuple[Decision, State]:
+        spec = inp.spec
+        if spec.mean_service_s is None and inp.model in self.profiled_s:
+            spec = replace(spec, mean_service_s=self.profiled_s[inp.model])
+        if self.fraction is not None:
+            spec = self.inner.knob.apply(spec, self.fraction * spec.replica_capacity())
+        return self.inner.decide(replace(inp, spec=spec), state)
 
 
 def memory_store() -> Store:
@@ -120,6 +152,7 @@ class FullLoop:
     autoscaler: str = "ours"
     tuning: Tuning = field(default_factory=Tuning)
     store: Store | None = None  # default: a fresh in-memory one
+    knob: float | None = None  # see ``decider``
 
     def __post_init__(self) -> None:
         sc = self.scenario
@@ -140,7 +173,7 @@ class FullLoop:
                 self.plane, sc.loads, sc.customer, self.tuning.collect_s, EPOCH0
             ),
             health=SimHealth(self.world),
-            autoscaler=decider(self.autoscaler),
+            autoscaler=decider(self.autoscaler, self.knob, sc.profiled_service_s()),
             telemetry=Metrics(),
             tuning=self.tuning,
             clock=self.clock,

@@ -104,6 +104,11 @@ class Scenario:
             boot_s=p.node_s, serve_s=p.total_s - p.node_s, terminate_s=SimTimings().terminate_s
         )
 
+    def profiled_service_s(self) -> dict[str, float]:
+        """Each model's mean service time over its requests (what the engine tells every
+        decider, ``setup.scaling_spec``), for the models that have any."""
+        return {ld.name: float(ld.service_s.mean()) for ld in self.loads if ld.service_s.size}
+
     def lead_s(self, model: str) -> float:
         """The model's longest cold start in any pool: its warm replicas are launched this
         long before the replay opens, so they are ready as it does."""
