@@ -15,17 +15,19 @@ from controlplane.placement import capacity_units
 from controlplane.store.models import Model, Replica
 from schema.types import NodeState
 
+# Built once (building a statement costs about as much as running it).
+_MODELS = select(Model).where(Model.deleted_at.is_(None))
+_READY_SHAPES = select(Replica.model_id, Replica.gpu_shape).where(
+    Replica.state == NodeState.READY.value
+)
+
 
 def collect(ctx: LoopContext, reader: SnapshotReader) -> None:
     now = ctx.now()
     with ctx.store.session() as s:
-        models = s.scalars(select(Model).where(Model.deleted_at.is_(None))).all()
+        models = s.scalars(_MODELS).all()
         ready: dict[int, list[str]] = defaultdict(list)  # model id -> ready shapes
-        for model_id, shape in s.execute(
-            select(Replica.model_id, Replica.gpu_shape).where(
-                Replica.state == NodeState.READY.value
-            )
-        ):
+        for model_id, shape in s.execute(_READY_SHAPES):
             ready[model_id].append(shape)
         capacity: dict[ModelKey, Capacity] = {}
         for m in models:

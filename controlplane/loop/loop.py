@@ -19,6 +19,8 @@ from controlplane.loop.reconcile import reconcile
 from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader
 from controlplane.store.models import Node
 
+_NODE_STATES = select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL))
+
 
 class ControlLoop:
     def __init__(self, ctx: LoopContext) -> None:
@@ -53,9 +55,7 @@ class ControlLoop:
 
     def _node_gauges(self) -> None:
         with self.ctx.store.session() as s:
-            counts = Counter(
-                s.execute(select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL)))
-            )
+            counts = Counter(s.execute(_NODE_STATES))
         self.ctx.telemetry.nodes.clear()
         for (pool, state), c in counts.items():
             self.ctx.telemetry.nodes.labels(pool, state).set(c)

@@ -82,10 +82,31 @@ def ttls(t: Tuning) -> BlockTTLs:
     return BlockTTLs(t.capacity_block_s, t.quota_block_s, t.auth_block_s, t.invalid_block_s)
 
 
+# The pass's statements, built once (building one costs about as much as running it).
+_ACCOUNTS = select(Account)
+_LIVE_NODES = (
+    select(Node, Model.name, Pool)
+    .join(Replica, Node.replica_id == Replica.id)
+    .join(Model, Replica.model_id == Model.id)
+    .join(Pool, Node.pool_id == Pool.id)
+    .where(Node.state.in_(NON_TERMINAL))
+)
+_LIVE_REPLICA_NODES = (
+    select(Replica.id, Replica.state, Node.state)
+    .outerjoin(Node, Node.replica_id == Replica.id)
+    .where(Replica.state.notin_([NodeState.TERMINATED.value, NodeState.FAILED.value]))
+    .order_by(Replica.id, Node.id)
+)
+
+# The accounts of one pass, read once for all its nodes: (customer, name) -> row.
+Accounts = dict[tuple[str, str], Account]
+
+
 def reconcile(ctx: LoopContext) -> None:
-    for snap in _load(ctx):
+    nodes, accounts = _load(ctx)
+    for snap in nodes:
         try:
-            _step(ctx, snap)
+            _step(ctx, snap, accounts)
         except ProviderError as err:
             _create_failed(ctx, snap, err)
         except StaleDataError:
@@ -98,15 +119,10 @@ def reconcile(ctx: LoopContext) -> None:
     settle_replicas(ctx)
 
 
-def _load(ctx: LoopContext) -> list[NodeSnapshot]:
+def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
     with ctx.store.session() as s:
-        rows = s.execute(
-            select(Node, Model.name, Pool)
-            .join(Replica, Node.replica_id == Replica.id)
-            .join(Model, Replica.model_id == Model.id)
-            .join(Pool, Node.pool_id == Pool.id)
-            .where(Node.state.in_(NON_TERMINAL))
-        ).all()
+        accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
+        rows = s.execute(_LIVE_NODES).all()
         out = []
         for n, model, pool in rows:
             since = getattr(n, f"{n.state}_at", None) or n.pending_at
@@ -130,10 +146,10 @@ def _load(ctx: LoopContext) -> list[NodeSnapshot]:
                     reservation=pool.reservation,
                 )
             )
-        return out
+        return out, accounts
 
 
-def _step(ctx: LoopContext, n: NodeSnapshot) -> None:
+def _step(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
     now = ctx.now()
     calls = ctx.telemetry.provider_calls
     if n.state == NodeState.PENDING:
@@ -143,11 +159,11 @@ def _step(ctx: LoopContext, n: NodeSnapshot) -> None:
             blocked = _blocked_until(s, n, now)
         action = step_pending(n.facts(blocked), now, timing(ctx.tuning))
         if isinstance(action, Create):
-            _create(ctx, n)
+            _create(ctx, n, accounts)
         elif isinstance(action, NotAttempted):
             _not_attempted(ctx, n)
         return
-    provider = _provider(ctx, n)
+    provider = _provider(ctx, n, accounts)
     if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
         assert n.instance_id is not None
         calls.labels(n.cloud, "describe").inc()
@@ -240,7 +256,7 @@ def _not_attempted(ctx: LoopContext, n: NodeSnapshot) -> None:
         row.error = f"not attempted: pool blocked ({reason})"
 
 
-def _create(ctx: LoopContext, n: NodeSnapshot) -> None:
+def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
     # Count the attempt before calling, so a crash mid-call still backs off and is seen.
     with ctx.store.session() as s:
         row = s.get(Node, n.id)
@@ -248,7 +264,7 @@ def _create(ctx: LoopContext, n: NodeSnapshot) -> None:
             return
         row.attempts += 1
         row.last_attempt_at = ctx.now_dt()
-    provider = _provider(ctx, n)
+    provider = _provider(ctx, n, accounts)
     request = NodeRequest(
         intent_id=n.id,
         instance_type=n.instance_type,
@@ -324,17 +340,19 @@ def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> Non
 
 
 def settle_replicas(ctx: LoopContext) -> None:
+    """Each live replica's state from its nodes' (``lifecycle.replica_state``); only the
+    replicas whose state moves are loaded as rows."""
     now = ctx.now_dt()
     with ctx.store.session() as s:
-        replicas = s.scalars(
-            select(Replica).where(
-                Replica.state.notin_([NodeState.TERMINATED.value, NodeState.FAILED.value])
-            )
-        ).all()
-        for r in replicas:
-            new = replica_state([n.state for n in r.nodes], r.state)
-            if new == r.state:
+        nodes: dict[str, tuple[str, list[str]]] = {}
+        for rid, state, node_state in s.execute(_LIVE_REPLICA_NODES):
+            nodes.setdefault(rid, (state, []))[1].extend([node_state] if node_state else [])
+        for rid, (state, node_states) in nodes.items():
+            new = replica_state(node_states, state)
+            if new == state:
                 continue
+            r = s.get(Replica, rid)
+            assert r is not None  # read by this session
             r.state = new.value
             if new == NodeState.READY:
                 r.ready_at = now
@@ -344,9 +362,8 @@ def settle_replicas(ctx: LoopContext) -> None:
                 r.ended_at = now
 
 
-def _provider(ctx: LoopContext, n: NodeSnapshot) -> Provider:
-    with ctx.store.session() as s:
-        acct = s.scalars(
-            select(Account).where(Account.customer == n.customer, Account.name == n.account)
-        ).one()
+def _provider(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> Provider:
+    acct = accounts.get((n.customer, n.account))
+    if acct is None:  # (a foreign key: only a bug leaves a node without its account)
+        raise LookupError(f"node {n.id}: no account {n.account!r} of {n.customer!r}")
     return ctx.providers.provider(n.customer, acct)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from coldstart.observed import Launch, times_to_ready
@@ -118,7 +118,7 @@ class SnapshotReader:
         """Models (the deleted ones too: their replicas still leave), their non-terminal
         replicas and observed cold starts; with ``placement``, also every customer's
         active pools with their availability, live nodes per pool and overflow rules."""
-        rows = s.scalars(select(Model)).all()
+        rows = s.scalars(_MODELS).all()
         models = [
             ModelFacts(
                 id=m.id,
@@ -137,9 +137,7 @@ class SnapshotReader:
         snap = Snapshot(now, models, _replicas(s), _observed_ready_s(s, now))
         if placement:
             snap.pools = _pools(s, now)
-            snap.nodes_in_use = Counter(
-                s.scalars(select(Node.pool_id).where(Node.state.in_(LIVE_VALUES)))
-            )
+            snap.nodes_in_use = Counter(s.scalars(_LIVE_NODE_POOLS))
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
         return snap
 
@@ -198,18 +196,58 @@ def _pools(s: Session, now: float) -> dict[str, list[PoolFacts]]:
     return out
 
 
+# The snapshot's statements, built once (building one costs about as much as running it).
+_REPLICAS = (
+    select(
+        Replica.id,
+        Replica.model_id,
+        Replica.pool_id,
+        Replica.gpu_shape,
+        Replica.state,
+        Replica.created_at,
+        Node.id,
+        Node.state,
+    )
+    .outerjoin(Node, Node.replica_id == Replica.id)
+    .where(Replica.state.in_(NON_TERMINAL))
+    .order_by(Replica.created_at, Replica.id, Node.id)
+)
+# When a launch failed: its first node's failure (at the cloud, or the provision timeout
+# draining an instance whose model server never answered). Not an error alone: a node
+# released by a scale-down while its create was being retried keeps its throttling error,
+# and nothing waited on it.
+_FAILED_AT = select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
+_SINCE = bindparam("since", type_=Replica.__table__.c.ready_at.type)
+_OBSERVED = (
+    select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, _FAILED_AT)
+    .where(or_(Replica.ready_at >= _SINCE, and_(Replica.ready_at.is_(None), _FAILED_AT >= _SINCE)))
+    # (times_to_ready orders by when each was ready or failed; this breaks its ties)
+    .order_by(Replica.created_at, Replica.id)
+)
+_MODELS = select(Model)
+_LIVE_NODE_POOLS = select(Node.pool_id).where(Node.state.in_(LIVE_VALUES))
+
+
 def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
+    """The non-terminal replicas by model, each with its nodes: one query of columns (no
+    rows are built: the snapshot is read on every tick of two jobs)."""
+    rows = s.execute(_REPLICAS)
+    parts: dict[str, tuple[tuple[Any, ...], list[tuple[str, str]]]] = {}
+    for rid, model_id, pool_id, shape, state, created, node_id, node_state in rows:
+        _, nodes = parts.setdefault(rid, ((rid, model_id, pool_id, shape, state, created), []))
+        if node_id is not None:
+            nodes.append((node_id, node_state))
     out: dict[int, list[ReplicaFacts]] = defaultdict(list)
-    for r in s.scalars(select(Replica).where(Replica.state.in_(NON_TERMINAL))):
-        out[r.model_id].append(
+    for (rid, model_id, pool_id, shape, state, created), nodes in parts.values():
+        out[model_id].append(
             ReplicaFacts(
-                id=r.id,
-                model_id=r.model_id,
-                pool_id=r.pool_id,
-                gpu_shape=r.gpu_shape,
-                state=r.state,
-                created_at=epoch(r.created_at) or 0.0,
-                nodes=tuple((n.id, n.state) for n in r.nodes),
+                id=rid,
+                model_id=model_id,
+                pool_id=pool_id,
+                gpu_shape=shape,
+                state=state,
+                created_at=epoch(created) or 0.0,
+                nodes=tuple(nodes),
             )
         )
     return out
@@ -221,24 +259,7 @@ def _observed_ready_s(s: Session, now: float) -> dict[int, list[tuple[str, float
     (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
     until its replacement was (``coldstart.observed``)."""
     since = datetime.fromtimestamp(now, UTC) - OBSERVED_FOR
-    # When a launch failed: its first node's failure (at the cloud, or the provision timeout
-    # draining an instance whose model server never answered). Not an error alone: a node
-    # released by a scale-down while its create was being retried keeps its throttling
-    # error, and nothing waited on it.
-    failed_at = (
-        select(func.min(Node.failed_at)).where(Node.replica_id == Replica.id).scalar_subquery()
-    )
-    rows = s.execute(
-        select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, failed_at)
-        .where(
-            or_(
-                Replica.ready_at >= since,
-                and_(Replica.ready_at.is_(None), failed_at >= since),
-            )
-        )
-        # (times_to_ready orders by when each was ready or failed; this breaks its ties)
-        .order_by(Replica.created_at, Replica.id)
-    )
+    rows = s.execute(_OBSERVED, {"since": since})
     launches = []
     for model_id, pool_id, created, ready, failed in rows:
         start = epoch(created)

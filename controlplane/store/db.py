@@ -3,7 +3,7 @@ the gRPC server can share one file; PostgreSQL is used as-is."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,11 @@ class Store:
         """A session in a transaction: committed on success, rolled back on error."""
         with self._sessions.begin() as s:
             yield s
+
+    def on_write(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after every flush of a session of this store that wrote (what
+        an in-process reader uses to skip re-reading a store that has not changed)."""
+        event.listen(self._sessions, "after_flush", lambda *_: callback())
 
     def close(self) -> None:
         self.engine.dispose()

@@ -187,6 +187,12 @@ class FullLoop:
         self.deficits: list[Deficit] = []
         self._open: dict[str, Deficit] = {}
         self._asleep = False
+        # The store's writes so far, and as of the last ``_sync``: none since, nothing to do.
+        self._writes, self._synced_at = 0, -1
+        self.store.on_write(self._wrote)
+
+    def _wrote(self) -> None:
+        self._writes += 1
 
     def jobs(self) -> list[_Job]:
         t, loop = self.tuning, self.loop
@@ -253,19 +259,16 @@ class FullLoop:
 
     def _sync(self) -> None:
         """Hand the store's ready replicas to the data plane; note each model's timeline
-        and capacity deficits; is every model asleep?"""
+        and capacity deficits; is every model asleep? (All of it follows from the store:
+        unchanged since the last sync, it stands.)"""
+        if self._writes == self._synced_at:
+            return
+        self._synced_at = self._writes
         now = self.clock.t - EPOCH0
         assert self.store is not None
         with self.store.session() as s:
-            models = {
-                m.id: (m.name, m.desired_replicas)
-                for m in s.scalars(select(Model).where(Model.deleted_at.is_(None)))
-            }
-            rows = s.execute(
-                select(Replica.id, Replica.model_id, Replica.gpu_shape, Replica.state).where(
-                    Replica.state.in_(NON_TERMINAL)
-                )
-            ).all()
+            models = {i: (name, desired) for i, name, desired in s.execute(_MODELS)}
+            rows = s.execute(_REPLICAS).all()
         ready: dict[str, dict[str, int]] = defaultdict(dict)
         units: dict[str, float] = defaultdict(float)
         live: dict[str, int] = defaultdict(int)
@@ -306,6 +309,13 @@ class FullLoop:
             k = math.floor((nxt - 1e-9) / j.every_s)  # the last tick before the request
             j.k = max(j.k, k)
         self._asleep = False
+
+
+# The sync's statements, built once.
+_MODELS = select(Model.id, Model.name, Model.desired_replicas).where(Model.deleted_at.is_(None))
+_REPLICAS = select(Replica.id, Replica.model_id, Replica.gpu_shape, Replica.state).where(
+    Replica.state.in_(NON_TERMINAL)
+)
 
 
 def open_warm(loop: ControlLoop, sc: Scenario, clock: VirtualClock) -> None:
