@@ -12,13 +12,21 @@ same for policies, through the shared ``parse_yaml_model``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schema.catalog import GpuShape, parse_gpu_shape
-from schema.policy import Problem, ScalingBehavior
+from schema.policy import (
+    Problem,
+    ScalingBehavior,
+    ScalingTarget,
+    ShapeOption,
+    TargetMetric,
+    Weights,
+)
 from schema.policy_file import PolicyError, locate, parse_yaml_model
+from schema.types import Cloud
 
 Seconds = Annotated[float, Field(ge=0)]
 ModelName = Annotated[str, Field(min_length=1, max_length=200)]
@@ -108,12 +116,19 @@ class ServiceTime(_Strict):
         return self.prefill_tokens_per_s is not None and self.output_token_s is not None
 
 
-class ModelSpec(_Strict):
-    """One deployment in the fleet (``name`` is the trace's model name)."""
+class _ModelFields(_Strict):
+    """A fleet model's section: a policy file's model section (``schema.policy.Model``:
+    ``shapes``, ``latency_slo_ms``, ``target``, bounds, ``scaling``, and ``clouds``,
+    ``regions``, ``priority``, ``image``, ``weights``, which only ``--full-loop``'s policy
+    carries) plus what only a simulation needs: ``service``, the price and ``coldstart``.
+    The fleet's own older keys still read: ``shape`` + ``slots`` for one shape option,
+    ``slo_s`` for ``latency_slo_ms`` (in seconds), ``target_utilization`` for
+    ``target.utilization``. The engine replays one shape per model: the first option."""
 
-    name: ModelName
-    shape: str  # a catalog GPU shape: 1xH100, 8xH200, 2x8xH100
+    # The one shape the engine replays (the first of ``shapes``) and its slots.
+    shape: str
     slots: Annotated[int, Field(ge=1)]  # requests one replica serves at once
+    shapes: list[ShapeOption] = []  # the policy's form; empty: the one above
     service: ServiceTime
     slo_s: Annotated[float, Field(gt=0)]  # max wait before service starts
     min_replicas: Annotated[int, Field(ge=0)] = 0
@@ -122,9 +137,19 @@ class ModelSpec(_Strict):
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
     scale_to_zero_grace_s: Seconds = 600.0
     scaling: ScalingBehavior = ScalingBehavior()  # as in a policy file (schema/policy.py)
+    clouds: list[Cloud] = []
+    regions: list[str] = []
+    priority: Annotated[int, Field(ge=0, le=1000)] = 100
+    image: str | None = None
+    weights: Weights | None = None
     usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
     usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
     coldstart: ColdStartOverride | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _policy_keys(cls, data: Any) -> Any:
+        return policy_keys(data)
 
     @field_validator("shape")
     @classmethod
@@ -133,7 +158,7 @@ class ModelSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> ModelSpec:
+    def _consistent(self) -> Self:
         if self.min_replicas > self.max_replicas:
             raise ValueError(
                 f"min_replicas ({self.min_replicas}) is greater than max_replicas "
@@ -144,45 +169,80 @@ class ModelSpec(_Strict):
         return self
 
     @property
+    def shape_options(self) -> list[ShapeOption]:
+        """The policy's shape options: ``shapes``, else the one of ``shape`` and ``slots``."""
+        return list(self.shapes) or [ShapeOption(shape=self.shape, max_concurrency=self.slots)]
+
+
+# A fleet model's policy keys and the older fleet keys they stand for.
+_SAME = {"latency_slo_ms": ("slo_s",), "target": ("target_utilization",)}
+
+
+def policy_keys(data: Any) -> Any:
+    """A model section written with a policy's keys, as the fleet's own: ``shapes`` fills
+    ``shape`` and ``slots`` from its first option (and stays, for the policy), a
+    ``latency_slo_ms`` becomes ``slo_s``, a ``target`` its ``target_utilization``. A key
+    given in both forms is refused; values are left for the fields' own checks."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for new, olds in _SAME.items():
+        if new in out and any(k in out for k in olds):
+            raise ValueError(f"give {new} (a policy's key) or {olds[0]}, not both")
+    shapes = out.get("shapes")
+    if isinstance(shapes, list) and shapes and isinstance(shapes[0], dict):
+        first = {"shape": shapes[0].get("shape"), "slots": shapes[0].get("max_concurrency")}
+        # (a model's own dump carries both, alike: a template's clone)
+        if any(k in out and out[k] != v for k, v in first.items()):
+            raise ValueError("give shapes (a policy's key) or shape and slots, not both")
+        out.update(first)
+    slo_ms = out.pop("latency_slo_ms", None)
+    if slo_ms is not None:
+        if isinstance(slo_ms, bool) or not isinstance(slo_ms, int | float) or slo_ms < 1:
+            raise ValueError(f"latency_slo_ms must be a number of milliseconds >= 1: {slo_ms!r}")
+        out["slo_s"] = slo_ms / 1000.0
+    target = out.pop("target", None)
+    if target is not None:
+        parsed = ScalingTarget.model_validate(target)
+        if parsed.metric != TargetMetric.CONCURRENCY:
+            raise ValueError(
+                f"target.metric {parsed.metric.value!r}: the simulator replays concurrency "
+                "targets only"
+            )
+        out["target_utilization"] = parsed.utilization
+    return out
+
+
+class ModelSpec(_ModelFields):
+    """One deployment in the fleet (``name`` is the trace's model name)."""
+
+    name: ModelName
+
+    @property
     def gpu_shape(self) -> GpuShape:
         return parse_gpu_shape(self.shape)
 
     @property
     def usd_per_replica_hour(self) -> float:
-        """Price of one replica-hour: explicit, else the cheapest catalog node (clouds.md §A.2)."""
+        """Price of one replica-hour of the replayed shape."""
         shape = self.gpu_shape
+        return self.usd_per_node_hour_of(shape) * shape.nodes
+
+    def usd_per_node_hour_of(self, shape: GpuShape) -> float:
+        """Price of one node-hour of ``shape``: explicit, else the cheapest catalog node
+        (clouds.md §A.2)."""
         if self.usd_per_gpu_hour is not None:
-            return self.usd_per_gpu_hour * shape.total_gpus
-        node = self.usd_per_node_hour
-        if node is None:
-            node = shape.instance_types()[0].list_price_usd_per_hour
-        return node * shape.nodes
+            return self.usd_per_gpu_hour * shape.gpus
+        if self.usd_per_node_hour is not None:
+            return self.usd_per_node_hour
+        return shape.instance_types()[0].list_price_usd_per_hour
 
 
-class ModelTemplate(_Strict):
+class ModelTemplate(_ModelFields):
     """What a trace model that the fleet does not name is cloned from."""
 
-    shape: str
-    slots: Annotated[int, Field(ge=1)]
-    service: ServiceTime
-    slo_s: Annotated[float, Field(gt=0)]
-    min_replicas: Annotated[int, Field(ge=0)] = 0
-    max_replicas: Annotated[int, Field(ge=1)] = 1000
-    target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
-    scale_to_zero_grace_s: Seconds = 600.0
-    scaling: ScalingBehavior = ScalingBehavior()  # as in a policy file (schema/policy.py)
-    usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None
-    usd_per_node_hour: Annotated[float, Field(gt=0)] | None = None
-    coldstart: ColdStartOverride | None = None
-
     def clone(self, name: str) -> ModelSpec:
-        return ModelSpec(name=name, **self.model_dump(exclude_none=True))
-
-    @field_validator("shape")
-    @classmethod
-    def _known_shape(cls, v: str) -> str:
-        parse_gpu_shape(v)
-        return v
+        return ModelSpec(name=name, **self.model_dump(exclude_none=True, exclude_defaults=True))
 
 
 class Fleet(_Strict):

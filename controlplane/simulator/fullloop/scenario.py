@@ -25,7 +25,7 @@ from providers.sim import SimTimings
 from schema.catalog import REGIONS, parse_gpu_shape
 from schema.fleet import ColdStartOverride, ColdStartPhases, Fleet, ModelSpec, ServiceTime
 from schema.policy import Model as PolicyModel
-from schema.policy import Policy, ScalingTarget, ShapeOption
+from schema.policy import Policy, ScalingTarget
 from schema.types import Cloud
 
 CUSTOMER = "sim"
@@ -118,16 +118,23 @@ class Scenario:
 
 
 def policy_model(spec: ModelSpec) -> PolicyModel:
-    """A fleet model as the policy model it stands for."""
+    """A fleet model as the policy model it stands for (the fleet's model section is a
+    policy's, plus what only a simulation needs)."""
+    extra = {"image": spec.image} if spec.image is not None else {}
     return PolicyModel(
         name=spec.name,
-        shapes=[ShapeOption(shape=spec.shape, max_concurrency=spec.slots)],
+        shapes=spec.shape_options,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
         target=ScalingTarget(utilization=spec.target_utilization),
         latency_slo_ms=max(1, round(spec.slo_s * 1000)),
+        clouds=spec.clouds,
+        regions=spec.regions,
+        priority=spec.priority,
+        weights=spec.weights,
         scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
         scaling=spec.scaling,
+        **extra,
     )
 
 
@@ -141,6 +148,7 @@ def fleet_model(model: PolicyModel, fleet: Fleet | None) -> ModelSpec:
         name=model.name,
         shape=first.shape,
         slots=first.max_concurrency,
+        shapes=list(model.shapes),
         service=base.service if base is not None else DEFAULT_SERVICE,
         slo_s=model.latency_slo_ms / 1000.0,
         min_replicas=model.min_replicas,
@@ -158,11 +166,12 @@ def fleet_policy(fleet: Fleet, models: list[str]) -> dict[str, Any]:
     specs = [s for s in (fleet.model(n) for n in models) if s is not None]
     accounts: dict[Cloud, dict[str, Any]] = {}
     for spec in specs:
-        shape = parse_gpu_shape(spec.shape)
-        it = shape.instance_types()[0]
-        acct = accounts.setdefault(it.cloud, sim_account(it.cloud, [REGIONS[it.cloud][0]]))
-        # (two models of one shape at different prices: the first model's price)
-        acct["prices"].setdefault(it.name, spec.usd_per_replica_hour / shape.nodes)
+        for option in spec.shape_options:
+            shape = parse_gpu_shape(option.shape)
+            it = shape.instance_types()[0]
+            acct = accounts.setdefault(it.cloud, sim_account(it.cloud, [REGIONS[it.cloud][0]]))
+            # (two models of one shape at different prices: the first model's price)
+            acct["prices"].setdefault(it.name, spec.usd_per_node_hour_of(shape))
     return {
         "customer": CUSTOMER,
         "accounts": list(accounts.values()),
