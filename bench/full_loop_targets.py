@@ -125,7 +125,7 @@ def render(saved: dict[str, Any], bounds: dict[str, float]) -> list[str]:
         rows = {r["autoscaler"]: r for r in res["rows"]}
         ours = rows.get("ours", {}).get("best")
         peers = [
-            (r["autoscaler"], r["best"]["gpu_hours"])
+            (r["best"]["autoscaler"], r["best"]["gpu_hours"])
             for r in res["rows"]
             if r["autoscaler"] != "ours" and r["best"] is not None
         ]
@@ -160,7 +160,7 @@ def render(saved: dict[str, Any], bounds: dict[str, float]) -> list[str]:
                 )
                 continue
             lines.append(
-                f"| {r['autoscaler']} | {b['knob']:g} | {b['slo_attainment']:.4f} | "
+                f"| {b['autoscaler']} | {b['knob']:g} | {b['slo_attainment']:.4f} | "
                 f"{b['gpu_hours']:,.1f} | {b['cost_usd']:,.0f} | {b['p99_wait_s']:.2f} | "
                 f"{b['cold_starts']} | {r['runs']} | {r['sweep_s']:.0f} |"
             )
