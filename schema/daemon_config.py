@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from runtimes import queries
 from schema.types import Cloud
 
 
@@ -36,49 +37,25 @@ class Intervals(_Strict):
     offerings_s: Annotated[float, Field(gt=0)] = 300.0  # list_offerings per account
 
 
-# Default PromQL for vLLM servers. Every query must return one series per model, labelled
-# ``customer`` and ``model`` (the scrape config copies them from the node's gpucap-customer /
-# gpucap-model tags; see the README). Rates use [1m] so scrape intervals up to 30 s still give
-# two points; the gauges are instantaneous (the autoscaler's own windows do the averaging).
-
-
-def vllm_completion_rate(window: str = "1m") -> str:
-    """Requests/s finishing, from vLLM's request_success_total counter."""
-    return f"sum by (customer, model) (rate(vllm:request_success_total[{window}]))"
-
-
-def vllm_arrival_rate(window: str = "1m") -> str:
-    """Requests/s arriving. vLLM counts no arrivals, so by conservation of requests:
-    completions plus the growth of those in the system (running + waiting, deriv over the
-    same window). Completions alone read a burst as the capacity serving it; a gateway's
-    request counter, where there is one, can be configured instead."""
-    growth = (
-        f"sum by (customer, model) (deriv(vllm:num_requests_running[{window}]) "
-        f"+ deriv(vllm:num_requests_waiting[{window}]))"
-    )
-    return f"clamp_min({vllm_completion_rate(window)} + {growth}, 0)"
-
-
-VLLM_ARRIVAL_RATE = vllm_arrival_rate()
-VLLM_COMPLETION_RATE = vllm_completion_rate()
-VLLM_IN_FLIGHT = "sum by (customer, model) (vllm:num_requests_running)"
-VLLM_QUEUE_DEPTH = "sum by (customer, model) (vllm:num_requests_waiting)"
-VLLM_TOKENS_PER_S = "sum by (customer, model) (rate(vllm:generation_tokens_total[1m]))"
-# When the newest scraped sample is from: a Prometheus that stopped ingesting keeps answering
-# gauges from up to 5 minutes back (its lookback delta), so age is checked explicitly.
-VLLM_FRESHNESS = "max by (customer, model) (timestamp(vllm:num_requests_running))"
+# Default PromQL: the union over every engine's metric names (runtimes/queries.py).
+ARRIVAL_RATE = queries.arrival_rate()
+COMPLETION_RATE = queries.completion_rate()
+IN_FLIGHT = queries.in_flight()
+QUEUE_DEPTH = queries.queue_depth()
+TOKENS_PER_S = queries.tokens_per_s()
+FRESHNESS = queries.freshness()
 
 
 PromQL = Annotated[str, Field(min_length=1)]
 
 
 class MetricsQueries(_Strict):
-    arrival_rate: PromQL = VLLM_ARRIVAL_RATE  # requests/s
-    in_flight: PromQL = VLLM_IN_FLIGHT  # requests being served
-    queue_depth: PromQL = VLLM_QUEUE_DEPTH  # requests waiting
-    tokens_per_s: PromQL | None = VLLM_TOKENS_PER_S  # null: not collected
-    completion_rate: PromQL | None = VLLM_COMPLETION_RATE  # requests/s done; null: not collected
-    freshness: PromQL | None = VLLM_FRESHNESS  # unix seconds of the newest sample; null: no check
+    arrival_rate: PromQL = ARRIVAL_RATE  # requests/s
+    in_flight: PromQL = IN_FLIGHT  # requests being served
+    queue_depth: PromQL = QUEUE_DEPTH  # requests waiting
+    tokens_per_s: PromQL | None = TOKENS_PER_S  # null: not collected
+    completion_rate: PromQL | None = COMPLETION_RATE  # requests/s done; null: not collected
+    freshness: PromQL | None = FRESHNESS  # unix seconds of the newest sample; null: no check
 
 
 class BasicAuth(_Strict):

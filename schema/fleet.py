@@ -26,6 +26,7 @@ from schema.policy import (
     Weights,
 )
 from schema.policy_file import PolicyError, locate, parse_yaml_model
+from schema.runtime import Runtime
 from schema.types import Cloud
 
 Seconds = Annotated[float, Field(ge=0)]
@@ -119,8 +120,9 @@ class ServiceTime(_Strict):
 class _ModelFields(_Strict):
     """A fleet model's section: a policy file's model section (``schema.policy.Model``:
     ``shapes``, ``latency_slo_ms``, ``target``, bounds, ``scaling``, and ``clouds``,
-    ``regions``, ``priority``, ``image``, ``weights``, which only ``--full-loop``'s policy
-    carries) plus what only a simulation needs: ``service``, the price and ``coldstart``.
+    ``regions``, ``priority``, ``runtime``, ``image``, ``weights``, which only
+    ``--full-loop``'s policy carries) plus what only a simulation needs: ``service``, the
+    price and ``coldstart``.
     The fleet's own older keys still read: ``shape`` + ``slots`` for one shape option,
     ``slo_s`` for ``latency_slo_ms`` (in seconds), ``target_utilization`` for
     ``target.utilization``. The engine replays one shape per model: the first option."""
@@ -140,6 +142,7 @@ class _ModelFields(_Strict):
     clouds: list[Cloud] = []
     regions: list[str] = []
     priority: Annotated[int, Field(ge=0, le=1000)] = 100
+    runtime: Runtime = Runtime()
     image: str | None = None
     weights: Weights | None = None
     usd_per_gpu_hour: Annotated[float, Field(gt=0)] | None = None

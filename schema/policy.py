@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schema.catalog import INSTANCE_TYPES_BY_NAME, REGIONS, parse_gpu_shape
+from schema.runtime import Runtime, runtime_problems
 from schema.types import Cloud, Owner
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
@@ -170,7 +171,8 @@ class Model(_Strict):
     clouds: list[Cloud] = []  # empty: every cloud the customer has an account on
     regions: list[str] = []  # empty: every region of the allowed accounts
     priority: Annotated[int, Field(ge=0, le=1000)] = 100
-    image: str = "gpucap/vllm:latest"
+    runtime: Runtime = Runtime()  # the inference engine a replica runs (schema/runtime.py)
+    image: str | None = None  # the runtime's image, as older policies name it: runtime.image
     weights: Weights | None = None
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
     scaling: ScalingBehavior = ScalingBehavior()
@@ -287,6 +289,11 @@ def _semantic(p: Policy) -> Iterator[Problem]:
                     ("models", i, "shapes", j, "tokens_per_s"),
                     "required when target.metric is tokens_per_s",
                 )
+        if m.image is not None and m.runtime.image is not None:
+            yield Problem(("models", i, "image"), "give runtime.image or image, not both")
+        shapes = [parse_gpu_shape(opt.shape) for opt in m.shapes]  # (checked by ShapeOption)
+        for path, reason in runtime_problems(m.runtime, shapes):
+            yield Problem(("models", i, "runtime", *path), reason)
         for j, cloud in enumerate(m.clouds):
             if cloud not in clouds:
                 yield Problem(

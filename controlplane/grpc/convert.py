@@ -102,6 +102,8 @@ def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
         out["regions"] = list(spec.regions)
     if spec.HasField("weights"):
         out["weights"] = {"uri": spec.weights.uri, "size_gb": spec.weights.size_gb}
+    if spec.HasField("runtime"):
+        out["runtime"] = runtime_from_pb(spec.runtime)
     if spec.HasField("scaling"):
         out["scaling"] = {
             name: getattr(spec.scaling, name)
@@ -141,7 +143,26 @@ def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
         scaling=pb.ScalingBehavior(**{k: v for k, v in scaling.items() if k in SCALING_FIELDS})
         if scaling
         else None,
+        runtime=pb.Runtime(**spec["runtime"]) if spec.get("runtime") else None,
     )
+
+
+RUNTIME_OPTIONAL = ("image", "port", "tensor_parallel", "pipeline_parallel")
+
+
+def runtime_from_pb(rt: pb.Runtime) -> dict[str, Any]:
+    """A runtime message as the policy's mapping: only what the caller set."""
+    out: dict[str, Any] = {}
+    if rt.engine:
+        out["engine"] = rt.engine
+    for name in RUNTIME_OPTIONAL:
+        if rt.HasField(name):
+            out[name] = getattr(rt, name)
+    if rt.args:
+        out["args"] = list(rt.args)
+    if rt.env:
+        out["env"] = dict(rt.env)
+    return out
 
 
 def model(view: ModelView) -> pb.Model:

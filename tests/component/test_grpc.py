@@ -214,6 +214,21 @@ def test_deploy_with_scaling_behaviour_round_trips(
     assert deployed.spec.scaling == got
 
 
+def test_deploy_with_a_runtime_round_trips(
+    client: ControlPlaneClient, applied: pb.ApplyPolicyResponse
+) -> None:
+    runtime = pb.Runtime(engine="sglang", args=["--trust-remote-code"], env={"A": "1"}, port=9000)
+    client.stub.DeployModel(pb.DeployModelRequest(customer="acme", spec=_spec(runtime=runtime)))
+    got = client.stub.GetModel(pb.GetModelRequest(customer="acme", name="mistral-7b")).spec.runtime
+    assert (got.engine, list(got.args), dict(got.env), got.port) == (
+        "sglang",
+        ["--trust-remote-code"],
+        {"A": "1"},
+        9000,
+    )
+    assert not got.HasField("image")  # unset: the engine's own
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
@@ -234,6 +249,9 @@ def test_deploy_with_scaling_behaviour_round_trips(
         (_spec(scaling=pb.ScalingBehavior(scale_up_delay_s=-1)), "spec.scaling.scale_up_delay_s"),
         (_spec(name=""), "spec.name"),
         (pb.ModelSpec(name="x"), "spec.shapes"),
+        (_spec(runtime=pb.Runtime(engine="tgi")), "spec.runtime.engine"),
+        (_spec(runtime=pb.Runtime(port=22)), "spec.runtime.port"),
+        (_spec(runtime=pb.Runtime(tensor_parallel=2)), "spec.runtime.tensor_parallel"),
     ],
 )
 def test_deploy_invalid_spec_is_invalid_argument_naming_the_field(

@@ -16,12 +16,11 @@ import structlog.testing
 from controlplane.metrics_sources import Capacity, ModelKey
 from controlplane.prometheus_source import Credentials, PrometheusSource
 from controlplane.telemetry import Metrics
+from runtimes import queries
 from schema.daemon_config import (
     BasicAuth,
     MetricsConfig,
     MetricsQueries,
-    vllm_arrival_rate,
-    vllm_completion_rate,
 )
 from tests.fakes.prometheus_server import (
     TEST_PASSWORD,
@@ -39,9 +38,9 @@ pytestmark = pytest.mark.xdist_group("prometheus")
 # Rates over 3 s instead of the default 1 m: rate() divides by the whole range, so over a
 # window older than the series it under-reads, and these series are seconds old.
 SHORT = MetricsQueries(
-    arrival_rate=vllm_arrival_rate("3s"),
-    completion_rate=vllm_completion_rate("3s"),
-    tokens_per_s="sum by (customer, model) (rate(vllm:generation_tokens_total[3s]))",
+    arrival_rate=queries.arrival_rate("3s"),
+    completion_rate=queries.completion_rate("3s"),
+    tokens_per_s=queries.tokens_per_s("3s"),
 )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.daemon import Daemon, cloud_wiring
 from controlplane.prometheus_source import Credentials, PrometheusSource, QueryFailed
-from schema.daemon_config import VLLM_IN_FLIGHT, DaemonConfig
+from schema.daemon_config import IN_FLIGHT, DaemonConfig
 from schema.policy_file import PolicyError, parse_yaml_model
 
 CONFIG = """\
@@ -33,7 +33,7 @@ def parse(text: str) -> DaemonConfig:
 def test_defaults_keep_no_source():
     cfg = DaemonConfig()
     assert cfg.metrics.source == "none"
-    assert cfg.metrics.queries.in_flight == VLLM_IN_FLIGHT
+    assert cfg.metrics.queries.in_flight == IN_FLIGHT
 
 
 def test_prometheus_section_builds_the_source_and_shares_the_daemon_metrics(tmp_path: Path):
@@ -44,7 +44,7 @@ def test_prometheus_section_builds_the_source_and_shares_the_daemon_metrics(tmp_
     assert source.url == "http://prometheus.internal:9090/prom"
     assert (source.timeout_s, source.max_age_s) == (2.5, 45)
     assert "gateway_requests_total" in source.queries.arrival_rate
-    assert source.queries.in_flight == VLLM_IN_FLIGHT  # unset queries keep the vLLM default
+    assert source.queries.in_flight == IN_FLIGHT  # unset queries keep the default (every engine)
     assert source.queries.tokens_per_s is None
     # Its failures are counted on the registry the daemon serves at /metrics.
     assert source.telemetry is wiring.telemetry

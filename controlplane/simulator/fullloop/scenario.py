@@ -120,7 +120,6 @@ class Scenario:
 def policy_model(spec: ModelSpec) -> PolicyModel:
     """A fleet model as the policy model it stands for (the fleet's model section is a
     policy's, plus what only a simulation needs)."""
-    extra = {"image": spec.image} if spec.image is not None else {}
     return PolicyModel(
         name=spec.name,
         shapes=spec.shape_options,
@@ -134,7 +133,8 @@ def policy_model(spec: ModelSpec) -> PolicyModel:
         weights=spec.weights,
         scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
         scaling=spec.scaling,
-        **extra,
+        runtime=spec.runtime,
+        image=spec.image,
     )
 
 

@@ -97,7 +97,7 @@ class PolicyVersion(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., version: _Optional[int] = ..., sha256: _Optional[str] = ..., applied_by: _Optional[str] = ..., applied_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ..., yaml: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s", "scaling")
+    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s", "scaling", "runtime")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHAPES_FIELD_NUMBER: _ClassVar[int]
     MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class ModelSpec(_message.Message):
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     SCALE_TO_ZERO_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     SCALING_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     name: str
     shapes: _containers.RepeatedCompositeFieldContainer[ShapeOption]
     min_replicas: int
@@ -124,7 +125,33 @@ class ModelSpec(_message.Message):
     weights: Weights
     scale_to_zero_grace_s: float
     scaling: ScalingBehavior
-    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ..., scaling: _Optional[_Union[ScalingBehavior, _Mapping]] = ...) -> None: ...
+    runtime: Runtime
+    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ..., scaling: _Optional[_Union[ScalingBehavior, _Mapping]] = ..., runtime: _Optional[_Union[Runtime, _Mapping]] = ...) -> None: ...
+
+class Runtime(_message.Message):
+    __slots__ = ("engine", "image", "args", "env", "port", "tensor_parallel", "pipeline_parallel")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    image: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    port: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    def __init__(self, engine: _Optional[str] = ..., image: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., port: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ...) -> None: ...
 
 class ScalingBehavior(_message.Message):
     __slots__ = ("scale_up_delay_s", "scale_down_delay_s", "max_scale_up_rate", "max_scale_down_rate")
