@@ -27,6 +27,9 @@ SINGLE_NODE_ENGINES = {"trtllm"}
 # secrets with its own identity instead (README, "How a node becomes a serving replica").
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|API_?KEY)", re.I)
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# One line each: a node reads its engine's arguments one per line, and its environment as a
+# docker env file (no multi-line values).
+OneLine = Annotated[str, Field(max_length=1000, pattern=r"^[^\n\r\x00]*$")]
 
 
 class Engine(StrEnum):
@@ -42,8 +45,8 @@ class _Strict(BaseModel):
 class Runtime(_Strict):
     engine: Engine = Engine.VLLM
     image: Annotated[str, Field(min_length=1, max_length=500)] | None = None
-    args: list[Annotated[str, Field(max_length=1000)]] = []  # appended to the engine's own
-    env: dict[EnvName, Annotated[str, Field(max_length=4000)]] = {}
+    args: list[OneLine] = []  # appended to the engine's own
+    env: dict[EnvName, OneLine] = {}
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     tensor_parallel: Annotated[int, Field(ge=1)] | None = None  # default: GPUs per node
     pipeline_parallel: Annotated[int, Field(ge=1)] | None = None  # default: nodes

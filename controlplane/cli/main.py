@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import typer
 
-from controlplane.cli import account, daemon, db, decisions, oncall, policy, read, simulate
+from controlplane.cli import (
+    account,
+    bootstrap,
+    daemon,
+    db,
+    decisions,
+    oncall,
+    policy,
+    read,
+    simulate,
+)
 
 app = typer.Typer(
     name="gpucap",
@@ -23,6 +33,7 @@ policy.register(app)
 db.register(app)
 simulate.register(app)
 account.register(app)
+bootstrap.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# gpucap node bootstrap: run once by cloud-init (runcmd) on a new GPU node. Reads what the
+# daemon rendered for this node from /etc/gpucap (node.env: who it is and what it serves;
+# engine.args: the engine's arguments, one per line; engine.env: the container's
+# environment), then: check the GPU driver, start the container runtime, pull the engine's
+# image, fetch the model's weights with the node's own cloud identity, start the engine and
+# wait until it serves. Each phase is reported to the daemon when a report URL is set;
+# without one the daemon polls the engine's health instead. No secret is read from here
+# except the node's single-use token.
+set -euo pipefail
+
+CONF=${GPUCAP_CONF:-/etc/gpucap}
+# shellcheck source=/dev/null
+. "$CONF/node.env"
+: "${NODE_ID:?}" "${IMAGE:?}" "${PORT:?}" "${HEALTH_PATH:?}" "${GPUS:?}"
+WEIGHTS_DIR=${WEIGHTS_DIR:-/mnt/gpucap/weights}
+READY_TIMEOUT_S=${READY_TIMEOUT_S:-1800}
+
+log() { printf '%s gpucap-bootstrap %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
+
+report() {  # report PHASE [DETAIL]: best effort, never fails the boot
+  local phase=$1 detail
+  # (JSON-safe: no quotes, backslashes or control characters)
+  detail=$(printf '%s' "${2:-}" | tr -d "\"\\\\" | tr '\n\t' '  ' | cut -c1-500)
+  log "phase $phase $detail"
+  [ -n "${REPORT_URL:-}" ] || return 0
+  local token=""
+  [ -r "$CONF/node.token" ] && token=$(cat "$CONF/node.token")
+  curl --silent --show-error --fail --max-time 10 --retry 5 --retry-all-errors \
+    -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    --data "{\"node_id\":\"$NODE_ID\",\"phase\":\"$phase\",\"at\":$(date +%s),\"detail\":\"$detail\"}" \
+    "$REPORT_URL" >/dev/null || log "report of $phase failed (the daemon polls health)"
+}
+
+fail() { report failed "$1"; log "FAILED: $1"; exit 1; }
+
+check_driver() {
+  command -v nvidia-smi >/dev/null || fail "no nvidia-smi: the image has no GPU driver"
+  local seen
+  seen=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+  [ "$seen" -ge "$GPUS" ] || fail "nvidia-smi sees $seen GPUs, the shape has $GPUS"
+}
+
+start_runtime() {
+  command -v docker >/dev/null || fail "no docker on the image"
+  systemctl start docker 2>/dev/null || true
+  docker info >/dev/null 2>&1 || fail "the docker daemon does not answer"
+}
+
+fetch_weights() {  # by the URI's scheme, with the node's own identity
+  local uri=${WEIGHTS_URI:-}
+  [ -n "$uri" ] || { log "no weights URI: the engine fetches its model itself"; return 0; }
+  mkdir -p "$WEIGHTS_DIR"
+  case $uri in
+    s3://*)  # the instance profile
+      aws s3 cp --recursive --only-show-errors "$uri" "$WEIGHTS_DIR" ;;
+    gs://*)  # the instance's service account
+      gcloud storage cp --recursive "${uri%/}/*" "$WEIGHTS_DIR" ;;
+    oci://*)  # the instance principal: oci://bucket@namespace/prefix
+      local rest=${uri#oci://}
+      local bucket=${rest%%@*} after=${rest#*@}
+      local namespace=${after%%/*} prefix=${after#*/}
+      oci os object bulk-download --auth instance_principal -bn "$bucket" -ns "$namespace" \
+        --prefix "$prefix" --download-dir "$WEIGHTS_DIR" --overwrite ;;
+    *) fail "cannot fetch weights from $uri" ;;
+  esac || fail "fetching $uri"
+}
+
+start_engine() {
+  local args=() leader=${LEADER:-}
+  mapfile -t args < "$CONF/engine.args"
+  if [ "$leader" = self ]; then  # a gang's rank 0 leads from its own private address
+    leader=$(hostname -I | awk '{print $1}')
+  fi
+  args=("${args[@]//@GPUCAP_LEADER@/$leader}")
+  docker rm -f gpucap-engine >/dev/null 2>&1 || true
+  docker run -d --name gpucap-engine --restart unless-stopped --gpus all \
+    --network host --ipc host --env-file "$CONF/engine.env" \
+    -v "$WEIGHTS_DIR:$WEIGHTS_DIR:ro" "$IMAGE" "${args[@]}" >/dev/null \
+    || fail "docker run $IMAGE"
+}
+
+wait_ready() {
+  local deadline=$(( $(date +%s) + READY_TIMEOUT_S ))
+  until curl --silent --fail --max-time 5 "http://127.0.0.1:$PORT$HEALTH_PATH" >/dev/null; do
+    [ "$(docker inspect -f '{{.State.Running}}' gpucap-engine 2>/dev/null)" = true ] \
+      || fail "the engine exited: $(docker logs --tail 5 gpucap-engine 2>&1 | tr '\n' ' ')"
+    [ "$(date +%s)" -lt "$deadline" ] || fail "not serving after ${READY_TIMEOUT_S}s"
+    sleep 5
+  done
+}
+
+report booted
+check_driver
+report driver_ok
+start_runtime
+docker pull --quiet "$IMAGE" >/dev/null || fail "docker pull $IMAGE"
+report image_pulled
+fetch_weights
+report weights_fetched
+start_engine
+report engine_started
+wait_ready
+report ready
