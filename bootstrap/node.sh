@@ -26,7 +26,7 @@ report() {  # report PHASE [DETAIL]: best effort, never fails the boot
   [ -n "${REPORT_URL:-}" ] || return 0
   local token=""
   [ -r "$CONF/node.token" ] && token=$(cat "$CONF/node.token")
-  curl --silent --show-error --fail --max-time 10 --retry 5 --retry-all-errors \
+  curl --silent --show-error --fail --max-time 10 --retry 5 --retry-connrefused \
     -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     --data "{\"node_id\":\"$NODE_ID\",\"phase\":\"$phase\",\"at\":$(date +%s),\"detail\":\"$detail\"}" \
     "$REPORT_URL" >/dev/null || log "report of $phase failed (the daemon polls health)"

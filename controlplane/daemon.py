@@ -24,10 +24,10 @@ from typing import Any
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from prometheus_client import start_http_server
 from sqlalchemy.orm.exc import StaleDataError
 
 from autoscaler import GpucapAutoscaler
+from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
 from controlplane.jobticks import JobTicks
 from controlplane.loop import ControlLoop, LoopContext, Tuning
@@ -242,7 +242,9 @@ class Daemon:
         if not addr:
             return
         host, _, port = addr.rpartition(":")
-        server, _thread = start_http_server(int(port), host or "127.0.0.1", self.telemetry.registry)
+        assert self.service is not None
+        wsgi = http_endpoint.app(self.telemetry.registry, self.service.report_node_phase)
+        server, _thread = http_endpoint.serve(host or "127.0.0.1", int(port), wsgi)
         self._http = server
         self.metrics_port = server.server_address[1]
 

@@ -67,3 +67,20 @@ class NodeState(StrEnum):
 
 
 TERMINAL_NODE_STATES = frozenset(s for s in NodeState if s.is_terminal)
+
+
+class NodePhase(StrEnum):
+    """What a booting node reports (``bootstrap/node.sh``), in its order; ``failed`` ends a
+    boot early. A report for a node is one of these, or refused."""
+
+    BOOTED = "booted"
+    DRIVER_OK = "driver_ok"
+    IMAGE_PULLED = "image_pulled"
+    WEIGHTS_FETCHED = "weights_fetched"
+    ENGINE_STARTED = "engine_started"
+    READY = "ready"
+    FAILED = "failed"
+
+    @property
+    def ends_boot(self) -> bool:
+        return self in (NodePhase.READY, NodePhase.FAILED)

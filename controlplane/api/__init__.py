@@ -28,9 +28,12 @@ from controlplane.api.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     ServiceError,
+    UnauthenticatedError,
 )
 from controlplane.api.models import Models
+from controlplane.api.node_phases import NodePhases, PhaseReport
 from controlplane.api.oncall import OnCall
 from controlplane.api.policies import Policies
 from controlplane.api.reads import Reads
@@ -62,11 +65,14 @@ __all__ = [
     "ModelView",
     "NodeView",
     "NotFoundError",
+    "PermissionDeniedError",
+    "PhaseReport",
     "PolicyView",
     "PoolView",
     "ReplayView",
     "ServiceError",
     "StatusView",
+    "UnauthenticatedError",
     "is_replayable",
 ]
 
@@ -116,6 +122,7 @@ class ControlPlaneService:
         self._policies = Policies(tx, external_ids)
         self._models = Models(tx)
         self._oncall = OnCall(tx)
+        self._node_phases = NodePhases(tx)
         # Replays must run the decider the daemon's loop runs; the daemon passes its own.
         self._decisions = Decisions(store, autoscaler or GpucapAutoscaler())
         self._reads = Reads(store)
@@ -136,6 +143,8 @@ class ControlPlaneService:
     cordon_pool = _Part("_oncall", OnCall.cordon_pool)
     cordon_pools = _Part("_oncall", OnCall.cordon_pools)
     drain_node = _Part("_oncall", OnCall.drain_node)
+
+    report_node_phase = _Part("_node_phases", NodePhases.report)
 
     list_decisions = _Part("_decisions", Decisions.list)
     replay_decision = _Part("_decisions", Decisions.replay)

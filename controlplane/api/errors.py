@@ -42,6 +42,14 @@ class AlreadyExistsError(ServiceError):
         super().__init__(f"{kind} {name!r} already exists")
 
 
+class UnauthenticatedError(ServiceError):
+    """The caller's credential is missing, wrong, expired or spent."""
+
+
+class PermissionDeniedError(ServiceError):
+    """The caller is who it says, but may not act on this resource."""
+
+
 class FailedPreconditionError(ServiceError):
     """The request is well-formed but the current state does not allow it."""
 

@@ -37,6 +37,9 @@ from controlplane.api import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
+    PhaseReport,
+    UnauthenticatedError,
 )
 from controlplane.grpc import convert
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -127,6 +130,8 @@ def _status_for(exc: Exception) -> status_pb2.Status | None:
         (NotFoundError, code_pb2.NOT_FOUND),
         (AlreadyExistsError, code_pb2.ALREADY_EXISTS),
         (FailedPreconditionError, code_pb2.FAILED_PRECONDITION),
+        (UnauthenticatedError, code_pb2.UNAUTHENTICATED),
+        (PermissionDeniedError, code_pb2.PERMISSION_DENIED),
     ):
         if isinstance(exc, kind):
             return status_pb2.Status(code=code, message=str(exc))
@@ -285,6 +290,15 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         )
 
     @_unary
+    def ReportNodePhase(
+        self, request: pb.ReportNodePhaseRequest, context: grpc.ServicerContext
+    ) -> pb.ReportNodePhaseResponse:
+        recorded = self.svc.report_node_phase(
+            PhaseReport(request.node_id, request.phase, request.at, request.token, request.detail)
+        )
+        return pb.ReportNodePhaseResponse(recorded=recorded)
+
+    @_unary
     def DrainNode(
         self, request: pb.DrainNodeRequest, context: grpc.ServicerContext
     ) -> pb.DrainNodeResponse:
@@ -408,6 +422,10 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
 # --------------------------------------------------------------------------- auth
 
 
+# Methods a node calls with its own boot token instead of the API token.
+NODE_AUTHENTICATED = {f"/{SERVICE_NAME}/ReportNodePhase"}
+
+
 class BearerTokenInterceptor(grpc.ServerInterceptor):
     """Every call must carry ``authorization: Bearer <token>``; compared in constant time."""
 
@@ -429,6 +447,8 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None or self._authorized(handler_call_details.invocation_metadata):
             return handler
+        if handler_call_details.method in NODE_AUTHENTICATED:
+            return handler  # (authenticated by the node's own token, in the request)
         log.warning("grpc.unauthenticated", method=handler_call_details.method)
 
         def deny(_request: Any, context: grpc.ServicerContext) -> Any:

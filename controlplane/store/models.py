@@ -208,10 +208,29 @@ class Node(Base):
     terminated_at: Mapped[datetime | None]
     failed_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column(default=1)
+    # The node's single-use boot token, stored hashed (sha256 hex) with when it expires;
+    # spent (expired then) once the node reports its boot ended (ready or failed).
+    token_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    token_expires_at: Mapped[datetime | None]
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 
     __mapper_args__ = {"version_id_col": version}
+
+
+class NodePhaseReport(Base):
+    """One boot phase a node reported, once per (node, phase): a report sent again (a
+    retry) changes nothing. ``at`` is the node's clock, ``reported_at`` the daemon's."""
+
+    __tablename__ = "node_phases"
+    __table_args__ = (UniqueConstraint("node_id", "phase"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    phase: Mapped[str] = mapped_column(String(32))
+    at: Mapped[datetime]
+    reported_at: Mapped[datetime]
+    detail: Mapped[str] = mapped_column(String(500), default="")
 
 
 class DecisionRecord(Base):

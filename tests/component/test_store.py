@@ -22,6 +22,7 @@ from controlplane.store.models import (
     Event,
     Model,
     Node,
+    NodePhaseReport,
     PolicyVersion,
     Pool,
     Replica,
@@ -172,11 +173,20 @@ def _graph(since_0003: bool = True) -> list[Base]:
             message="node-1 failed: boot timeout",
         ),
     ]
-    if not since_0003:
+    if not since_0003:  # (nor since 0004)
         return [r for r in rows if not isinstance(r, UnavailableOffering)]
     for r in rows:
         if isinstance(r, Pool):
             r.zones = {"zones": ["us-east-1a", "us-east-1b"]}
+        if isinstance(r, Node):  # (since 0004)
+            r.token_sha256 = "cd" * 32
+            r.token_expires_at = _at(20)
+    rows.insert(
+        rows.index(next(r for r in rows if isinstance(r, Node))) + 1,
+        NodePhaseReport(
+            id=51, node_id="node-1", phase="booted", at=_at(6), reported_at=_at(7), detail="ok"
+        ),
+    )
     return rows
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -27,7 +28,7 @@ from runtimes import Gang, resolve
 from schema.catalog import parse_gpu_shape
 from schema.policy_file import parse_policy
 from schema.runtime import Engine, Runtime
-from schema.types import Cloud
+from schema.types import Cloud, NodePhase
 from tests.policy_texts import example_policy
 from tests.tools import tool
 
@@ -159,24 +160,24 @@ def _stub(bindir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def run_script(tmp_path: Path, gpus_seen: int) -> tuple[int, list[str], str]:
-    """node.sh with this machine's bash and curl; nvidia-smi, systemctl and docker are
-    stand-ins (no GPU, no container runtime here): ``docker run`` starts a real HTTP server
-    on the engine's port that answers its health path."""
+def run_node(
+    tmp_path: Path, gpus_seen: int, report_url: str, token: str, node_id: str = "n-1"
+) -> tuple[int, str]:
+    """node.sh with this machine's bash and curl, reporting to ``report_url``; nvidia-smi,
+    systemctl and docker are stand-ins (no GPU, no container runtime here): ``docker run``
+    starts a real HTTP server on the engine's port that answers its health path."""
     port = _free_port()
     conf, bindir, www = tmp_path / "conf", tmp_path / "bin", tmp_path / "www"
     for d in (conf, bindir, www):
         d.mkdir()
     (www / "health").write_text("ok")
-    b = boot(Engine.VLLM, Cloud.AWS, "8xH100")
-    reports = HTTPServer(("127.0.0.1", 0), _Reports)
-    threading.Thread(target=reports.serve_forever, daemon=True).start()
-    _Reports.got = []
     b = NodeBoot(
         **{
-            **b.__dict__,
+            **boot(Engine.VLLM, Cloud.AWS, "8xH100").__dict__,
+            "node_id": node_id,
+            "token": token,
             "weights_uri": None,
-            "report_url": f"http://127.0.0.1:{reports.server_port}/v1/node-phases",
+            "report_url": report_url,
             "launch": resolve(Runtime(port=port), parse_gpu_shape("8xH100"), "/m"),
             "ready_timeout_s": 60,
         }
@@ -207,13 +208,25 @@ esac
             timeout=120,
         )
     finally:
-        reports.shutdown()
         pid = tmp_path / "engine.pid"
         if pid.exists():
             subprocess.run(["kill", pid.read_text().strip()], check=False)
+    return out.returncode, out.stderr
+
+
+def run_script(tmp_path: Path, gpus_seen: int) -> tuple[int, list[str], str]:
+    """:func:`run_node` reporting to a plain HTTP endpoint that keeps what it got."""
+    reports = HTTPServer(("127.0.0.1", 0), _Reports)
+    threading.Thread(target=reports.serve_forever, daemon=True).start()
+    _Reports.got = []
+    try:
+        url = f"http://127.0.0.1:{reports.server_port}/v1/node-phases"
+        code, err = run_node(tmp_path, gpus_seen, url, "single-use-token")
+    finally:
+        reports.shutdown()
     assert all(r["auth"] == "Bearer single-use-token" for r in _Reports.got)
     assert all(r["node_id"] == "n-1" for r in _Reports.got)
-    return out.returncode, [str(r["phase"]) for r in _Reports.got], out.stderr
+    return code, [str(r["phase"]) for r in _Reports.got], err
 
 
 def test_the_script_reports_each_phase_until_the_engine_serves(tmp_path: Path) -> None:
@@ -233,3 +246,8 @@ def test_a_node_missing_gpus_reports_failed_and_exits(tmp_path: Path) -> None:
     code, phases, err = run_script(tmp_path, gpus_seen=4)
     assert code == 1 and phases == ["booted", "failed"]
     assert "sees 4 GPUs, the shape has 8" in err
+
+
+def test_every_phase_the_script_reports_is_one_the_daemon_takes() -> None:
+    sent = set(re.findall(r"^\s*(?:report|fail\(\) \{ report) (\w+)", script(), re.M))
+    assert sent == {p.value for p in NodePhase}

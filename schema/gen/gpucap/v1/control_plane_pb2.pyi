@@ -487,6 +487,26 @@ class CordonPoolsResponse(_message.Message):
     matched: int
     def __init__(self, changed: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., matched: _Optional[int] = ...) -> None: ...
 
+class ReportNodePhaseRequest(_message.Message):
+    __slots__ = ("node_id", "token", "phase", "at", "detail")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    token: str
+    phase: str
+    at: float
+    detail: str
+    def __init__(self, node_id: _Optional[str] = ..., token: _Optional[str] = ..., phase: _Optional[str] = ..., at: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ReportNodePhaseResponse(_message.Message):
+    __slots__ = ("recorded",)
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    recorded: bool
+    def __init__(self, recorded: _Optional[bool] = ...) -> None: ...
+
 class DrainNodeRequest(_message.Message):
     __slots__ = ("node_id", "reason")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -99,6 +99,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.FromString,
                 _registered_method=True)
+        self.ReportNodePhase = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ReportNodePhase',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseResponse.FromString,
+                _registered_method=True)
         self.ListDecisions = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/ListDecisions',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListDecisionsRequest.SerializeToString,
@@ -232,6 +237,16 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportNodePhase(self, request, context):
+        """A booting node reports a phase (bootstrap/node.sh). Authenticated by the node's own
+        boot token (in the request; the API token is not needed); idempotent per (node, phase).
+        UNAUTHENTICATED: no, wrong, expired or spent token; PERMISSION_DENIED: another node's
+        token; INVALID_ARGUMENT: an unknown phase or a time in the future.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListDecisions(self, request, context):
         """Decisions: what the autoscaler and placement decided, and why.
         """
@@ -350,6 +365,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.DrainNode,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'ReportNodePhase': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportNodePhase,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseResponse.SerializeToString,
             ),
             'ListDecisions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDecisions,
@@ -738,6 +758,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/DrainNode',
             gpucap_dot_v1_dot_control__plane__pb2.DrainNodeRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.DrainNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportNodePhase(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ReportNodePhase',
+            gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ReportNodePhaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,87 @@
+"""The daemon's HTTP port: Prometheus ``/metrics``, and ``POST /v1/node-phases`` where a
+booting node reports its phases with curl (``bootstrap/node.sh``: a JSON body ``{node_id,
+phase, at, detail}``, its boot token as ``Authorization: Bearer``). The same API call as gRPC
+``ReportNodePhase``; answers 200 ``{"recorded": bool}``, or 400/401/403 ``{"error": ...}``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from controlplane.api import (
+    InvalidArgumentError,
+    PermissionDeniedError,
+    PhaseReport,
+    UnauthenticatedError,
+)
+
+MAX_BODY = 4096
+PHASES_PATH = "/v1/node-phases"
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+def app(registry: CollectorRegistry, report: Callable[[PhaseReport], bool]) -> WsgiApp:
+    metrics = make_wsgi_app(registry)
+
+    def reply(start: StartResponse, status: str, body: dict[str, Any]) -> list[bytes]:
+        data = json.dumps(body).encode()
+        start(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def handle(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path != PHASES_PATH:
+            return metrics(environ, start)
+        if environ.get("REQUEST_METHOD") != "POST":
+            return reply(start, "405 Method Not Allowed", {"error": "POST only"})
+        try:
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            size = -1
+        if not 0 < size <= MAX_BODY:
+            return reply(start, "400 Bad Request", {"error": f"a JSON body of 1-{MAX_BODY} bytes"})
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        try:
+            body = json.loads(environ["wsgi.input"].read(size))
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+            r = PhaseReport(
+                node_id=str(body.get("node_id", "")),
+                phase=str(body.get("phase", "")),
+                at=float(body.get("at", 0)),
+                token=token,
+                detail=str(body.get("detail", "")),
+            )
+        except (ValueError, TypeError) as exc:
+            return reply(start, "400 Bad Request", {"error": f"bad body: {exc}"})
+        try:
+            recorded = report(r)
+        except InvalidArgumentError as exc:
+            return reply(start, "400 Bad Request", {"error": str(exc), "field": exc.field})
+        except UnauthenticatedError as exc:
+            return reply(start, "401 Unauthorized", {"error": str(exc)})
+        except PermissionDeniedError as exc:
+            return reply(start, "403 Forbidden", {"error": str(exc)})
+        return reply(start, "200 OK", {"recorded": recorded})
+
+    return handle
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        pass
+
+
+def serve(host: str, port: int, wsgi: WsgiApp) -> tuple[ThreadingWSGIServer, threading.Thread]:
+    server = make_server(host, port, wsgi, ThreadingWSGIServer, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="gpucap-http", daemon=True)
+    thread.start()
+    return server, thread
