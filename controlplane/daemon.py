@@ -31,12 +31,13 @@ from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
 from controlplane.jobticks import JobTicks
 from controlplane.loop import ControlLoop, LoopContext, Tuning
-from controlplane.loop.context import HealthProbe, ProviderResolver
+from controlplane.loop.context import BootConfig, HealthProbe, ProviderResolver
 from controlplane.metrics_sources import MetricsSource
+from controlplane.node_tokens import NODE_TOKEN_KEY_FILE, NodeTokens
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
-from providers.credentials import ExternalIdGenerator
+from providers.credentials import ExternalIdGenerator, load_or_create_key
 from schema.daemon_config import DaemonConfig
 from schema.policy_file import PolicyError
 from schema.policy_includes import read_policy_text
@@ -60,6 +61,8 @@ class Wiring:
     telemetry: Metrics = field(default_factory=Metrics)
     # Derives each customer's AWS ExternalId; the service stores a copy for display.
     external_ids: ExternalIdGenerator | None = None
+    # What creates put into user data (None: nothing; the simulated clouds boot no one).
+    boot: BootConfig | None = None
 
 
 class Daemon:
@@ -111,6 +114,7 @@ class Daemon:
             telemetry=self.telemetry,
             tuning=w.tuning,
             clock=self.clock,
+            boot=w.boot,
         )
         self.loop = ControlLoop(ctx)
         self._start_metrics()
@@ -287,12 +291,16 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     providers: ProviderResolver
     health: HealthProbe
     ids: ExternalIdGenerator | None = None
+    boot: BootConfig | None = None
     if config.provider_mode == "sim":
         world = SimCloud()
         providers, health = SimResolver(world), SimHealth(world)
     else:
-        ids = ExternalIdGenerator.from_environment(ensure_state_dir())
+        state = ensure_state_dir()
+        ids = ExternalIdGenerator.from_environment(state)
         providers, health = CloudResolver(ids, dict(config.endpoints)), HttpHealth()
+        tokens = NodeTokens(load_or_create_key(state / NODE_TOKEN_KEY_FILE))
+        boot = BootConfig(tokens, config.node_report_url)
     from controlplane.metrics_sources import SyntheticTraffic
     from controlplane.prometheus_source import PrometheusSource
 
@@ -311,6 +319,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
         policy_files=[(config_dir / p).resolve() for p in config.policies],
         telemetry=telemetry,
         external_ids=ids,
+        boot=boot,
     )
 
 

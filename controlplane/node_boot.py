@@ -1,6 +1,7 @@
-"""What one node of a model's replica boots with, in one of its pools: the runtime resolved
-for the pool's shape option (``runtimes.resolve``), the weights origin, and for a gang the
-node's rank (``bootstrap.NodeBoot``). Pure; ``bootstrap.render`` makes its user data."""
+"""What one node of a model's replica boots with, in a pool (its cloud and node shape): the
+runtime resolved for the pool's shape option (``runtimes.resolve``), the weights origin,
+and for a gang the node's rank (``bootstrap.NodeBoot``). Pure; ``bootstrap.render`` makes
+its user data."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from bootstrap import LEADER_PLACEHOLDER, NodeBoot
 from bootstrap.render import WEIGHTS_DIR
 from controlplane.placement import PoolView
 from controlplane.placement.plan import option_for
+from controlplane.store.models import Pool
 from runtimes import Gang, resolve
 from schema.catalog import parse_gpu_shape
 from schema.policy import Model
@@ -17,7 +19,7 @@ from schema.types import Cloud
 def node_boot(
     customer: str,
     model: Model,
-    pool: PoolView,
+    pool: PoolView | Pool,
     node_id: str,
     *,
     rank: int = 0,
@@ -27,7 +29,7 @@ def node_boot(
 ) -> NodeBoot:
     """Raises ValueError where the pool holds no shape of the model or a rank is outside
     its gang."""
-    option = option_for(model, pool)
+    option = option_for(model, pool.gpu_shape)
     if option is None:
         raise ValueError(f"pool {pool.id} ({pool.gpu_shape}) holds no shape of {model.name}")
     shape = parse_gpu_shape(option.shape)

@@ -63,10 +63,11 @@ class ExternalIdGenerator:
                 f"no ExternalId secret: set ${EXTERNAL_ID_SECRET_ENV} to the daemon's secret, "
                 f"or run where the daemon's state directory is ({path} does not exist)"
             )
-        return cls(_load_or_create_key(path))
+        return cls(load_or_create_key(path))
 
 
-def _load_or_create_key(path: Path) -> bytes:
+def load_or_create_key(path: Path) -> bytes:
+    """A 32-byte secret kept in ``path`` (owner-only), made on first use."""
     try:
         return path.read_bytes()
     except FileNotFoundError:

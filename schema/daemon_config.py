@@ -116,6 +116,9 @@ class DaemonConfig(_Strict):
     policies: list[str] = []  # policy files applied at start and on SIGHUP
     grpc: GrpcConfig = GrpcConfig()
     metrics_addr: str = "127.0.0.1:9464"  # Prometheus /metrics; "" disables it
+    # Where nodes report their boot phases: the daemon's POST /v1/node-phases as the nodes
+    # reach it (its HTTP port is metrics_addr). None: no reports; the daemon polls health.
+    node_report_url: str | None = Field(default=None, pattern="^https?://")
     intervals: Intervals = Intervals()
     # Point a cloud's SDK at an emulator (moto, the GCP/OCI fakes) instead of the real API.
     endpoints: dict[Cloud, str] = {}

@@ -12,6 +12,7 @@ from typing import Protocol
 from autoscaler.types import Autoscaler
 from coldstart import ColdStartModel
 from controlplane.metrics_sources import MetricsBuffer, MetricsSource
+from controlplane.node_tokens import NodeTokens
 from controlplane.store.db import Store
 from controlplane.store.models import Account as AccountRow
 from controlplane.telemetry import Metrics
@@ -60,6 +61,15 @@ class Tuning:
     provision_timeout_s: float = 3600.0  # a node not running after this is replaced
 
 
+@dataclass(frozen=True)
+class BootConfig:
+    """What a create puts into a node's user data besides its model's launch: where the
+    node reports its phases (None: nowhere; the daemon polls health) and its token key."""
+
+    tokens: NodeTokens
+    report_url: str | None = None
+
+
 @dataclass
 class LoopContext:
     store: Store
@@ -72,6 +82,7 @@ class LoopContext:
     coldstart: ColdStartModel = field(default_factory=ColdStartModel)
     buffer: MetricsBuffer | None = None  # default: sized from the tuning's stable window
     clock: Callable[[], float] = time.time
+    boot: BootConfig | None = None  # None: creates carry no user data (the simulated cloud)
 
     def __post_init__(self) -> None:
         if self.buffer is None:

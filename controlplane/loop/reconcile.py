@@ -7,12 +7,14 @@ follows its nodes' (``lifecycle.gang``), a failed gang draining whole."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from bootstrap import render
 from controlplane.availability import PoolKey, Unavailable, availability
 from controlplane.lifecycle.blocking import BlockTTLs, Fail, on_create_error
 from controlplane.lifecycle.gang import replica_state
@@ -29,8 +31,10 @@ from controlplane.lifecycle.node import (
     step_live,
     step_pending,
 )
-from controlplane.loop.context import LoopContext, Tuning, epoch
+from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
+from controlplane.node_boot import node_boot
+from controlplane.node_tokens import TOKEN_TTL_S, digest
 from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
@@ -42,6 +46,7 @@ from controlplane.store.models import (
 from controlplane.store.transitions import drain_replica, record_unavailable
 from providers.base import TAG_INTENT, InstanceStatus, NodeRequest, Provider, ownership_tags
 from providers.errors import ProviderError
+from schema.policy import Model as ModelSpec
 from schema.types import NodeState
 
 log = structlog.get_logger("gpucap.loop")
@@ -264,12 +269,14 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
             return
         row.attempts += 1
         row.last_attempt_at = ctx.now_dt()
+        user_data = _user_data(ctx.boot, s, row, ctx.now_dt()) if ctx.boot else ""
     provider = _provider(ctx, n, accounts)
     request = NodeRequest(
         intent_id=n.id,
         instance_type=n.instance_type,
         region=n.region,
         zone=n.zone,
+        user_data=user_data,
         tags=ownership_tags(n.id, n.customer, n.pool_id, n.model),
         reservation=n.reservation,
     )
@@ -294,6 +301,27 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
             model=n.model,
             node=n.id,
         )
+
+
+def _user_data(boot: BootConfig, s: Session, row: Node, now: datetime) -> str:
+    """The node's rendered user data (``bootstrap.render``), its boot token recorded (as a
+    digest, before the call, like the intent). The token is derived from the node's id, so
+    a retried create renders what the first did. A gang's workers boot with no user data
+    until the daemon knows their leader's address (issue 24, gangs)."""
+    replica = row.replica
+    model = s.get(Model, replica.model_id)
+    pool = s.get(Pool, row.pool_id)
+    if model is None or pool is None:
+        return ""
+    rank = sorted(n.id for n in replica.nodes).index(row.id)
+    if rank > 0:
+        return ""
+    secret = boot.tokens.for_node(row.id)
+    row.token_sha256 = digest(secret)
+    row.token_expires_at = now + timedelta(seconds=TOKEN_TTL_S)
+    spec = ModelSpec.model_validate(model.spec)
+    boots = node_boot(model.customer, spec, pool, row.id, report_url=boot.report_url, token=secret)
+    return render(boots)
 
 
 def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> None:

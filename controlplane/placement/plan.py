@@ -110,7 +110,7 @@ def region_allowed(inp: PlacementInput, pool: PoolView) -> bool:
 
 
 def shape_accepted(inp: PlacementInput, pool: PoolView) -> bool:
-    return option_for(inp.model.spec, pool) is not None
+    return option_for(inp.model.spec, pool.gpu_shape) is not None
 
 
 def overflow_allowed(inp: PlacementInput, pool: PoolView) -> bool:
@@ -138,9 +138,9 @@ FILTERS: tuple[tuple[str, Filter], ...] = (
 )
 
 
-def option_for(model: Model, pool: PoolView) -> ShapeOption | None:
-    """The first accepted shape whose node is the pool's node shape (policy order wins)."""
-    node = parse_gpu_shape(pool.gpu_shape)
+def option_for(model: Model, node_shape: str) -> ShapeOption | None:
+    """The first accepted shape whose node is ``node_shape`` (a pool's; policy order wins)."""
+    node = parse_gpu_shape(node_shape)
     for opt in model.shapes:
         s = parse_gpu_shape(opt.shape)
         if (s.gpu, s.gpus) == (node.gpu, node.gpus):
@@ -242,7 +242,7 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     while units < inp.desired - UNIT_EPS and len(launches) < room:
         best: tuple[tuple[float, ...], PoolView, ShapeOption] | None = None
         for pool in candidates:
-            opt = option_for(inp.model.spec, pool)
+            opt = option_for(inp.model.spec, pool.gpu_shape)
             assert opt is not None  # shape_accepted passed
             nodes = parse_gpu_shape(opt.shape).nodes
             if pool.capacity_hint is not None and in_use[pool.id] - pool.nodes_in_use + nodes > (

@@ -50,6 +50,7 @@ class SimInstance:
     tags: dict[str, str]
     created_at: float
     terminate_requested_at: float | None = None
+    user_data: str = ""  # as the create sent it (kept, as a cloud keeps it)
 
 
 @dataclass
@@ -198,6 +199,7 @@ class SimCloud:
         region: str,
         zone: str | None,
         tags: dict[str, str],
+        user_data: str = "",
     ) -> tuple[SimInstance, bool]:
         with self._lock:
             self.create_calls += 1
@@ -266,6 +268,7 @@ class SimCloud:
                 zone=chosen,
                 tags=dict(tags),
                 created_at=self.clock(),
+                user_data=user_data,
             )
             self.instances[inst.instance_id] = inst
             self._tokens[(account, intent_id)] = inst.instance_id

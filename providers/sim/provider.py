@@ -71,6 +71,7 @@ class SimProvider:
                 region=request.region,
                 zone=request.zone,
                 tags=tags,
+                user_data=request.user_data,
             )
             return CreateResult(self._node(inst), created=created)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import pytest
+import yaml
 from sqlalchemy import select
 
 from autoscaler import GpucapAutoscaler
@@ -18,9 +19,10 @@ from coldstart import ColdStartModel
 from coldstart.model import OBSERVED_KEPT
 from controlplane.api import ControlPlaneService
 from controlplane.loop import ControlLoop, LoopContext, Tuning
-from controlplane.loop.context import epoch
+from controlplane.loop.context import BootConfig, epoch
 from controlplane.loop.snapshot import LIVE_VALUES
 from controlplane.metrics_sources import Capacity, ModelKey
+from controlplane.node_tokens import NodeTokens, digest
 from controlplane.placement import capacity_units
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.store.db import Store
@@ -511,3 +513,27 @@ def test_the_clouds_own_unavailable_answer_keeps_placement_off_that_pool(loop, w
         assert tried == []
         sources = {e.source for e in s.scalars(select(UnavailableOffering))}
         assert sources == {"cloud"}
+
+
+def test_creates_carry_the_nodes_rendered_user_data_and_token(loop, world, store):
+    """With a boot config (the daemon against real clouds), every create sends the node's
+    cloud-init user data with its own token, whose digest the store holds. A create whose
+    answer was lost is retried with the same document: the instance the first one made
+    holds the token the store knows."""
+    ctl, load = loop
+    sim, clock = world
+    tokens = NodeTokens(b"k" * 32)
+    ctl.ctx.boot = BootConfig(tokens, "https://gpucap.internal:9464/v1/node-phases")
+    sim.inject(Cloud.AWS, "demo/demo-aws", "crash_after_create", count=2)
+    load.load[("demo", "chat-8b")] = 20.0
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "chat-8b")
+    assert nodes and any(n.attempts > 1 for n in nodes)  # (a retried create among them)
+    for n in nodes:
+        inst = sim.instances[str(n.instance_id)]
+        files = {f["path"]: f["content"] for f in yaml.safe_load(inst.user_data)["write_files"]}
+        secret = files["/etc/gpucap/node.token"]
+        assert secret == tokens.for_node(n.id) and digest(secret) == n.token_sha256
+        env = files["/etc/gpucap/node.env"]
+        assert f"NODE_ID={n.id}" in env
+        assert "REPORT_URL=https://gpucap.internal:9464/v1/node-phases" in env

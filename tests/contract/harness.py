@@ -57,6 +57,10 @@ class Harness(Protocol):
         (ground truth, not through the adapter), for the no-duplicate checks."""
         ...
 
+    def user_data_of(self, instance_id: str) -> str:
+        """The user data the cloud holds for the instance, decoded (ground truth)."""
+        ...
+
     def crash_after_create(self) -> None:
         """The next create succeeds at the emulator but the response is lost (connection
         dropped), so the adapter sees a transient failure: a retry must find, not create."""

@@ -5,6 +5,7 @@ proxy or the adapter."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,13 @@ class AwsHarness:
             ]
         )
         return sum(len(r["Instances"]) for r in resp["Reservations"])
+
+    def user_data_of(self, instance_id: str) -> str:
+        attr = self.direct_ec2.describe_instance_attribute(
+            InstanceId=instance_id, Attribute="userData"
+        )
+        value = attr.get("UserData", {}).get("Value")
+        return base64.b64decode(value).decode() if value else ""
 
     def crash_after_create(self) -> None:
         self.emulator.drop_next_response("RunInstances")

@@ -19,7 +19,7 @@ import pytest
 from providers.base import TAG_INTENT
 from providers.gcp.provider import GcpProvider
 from providers.gcp.session import GcpSession
-from providers.gcp.tags import TAGS_METADATA_KEY
+from providers.gcp.tags import TAGS_METADATA_KEY, USER_DATA_METADATA_KEY
 from providers.retry import RetryPolicy
 from tests.contract.harness import CONTRACT_RETRY, Fault
 from tests.fakes.gcp_server import FakeGcp
@@ -73,6 +73,13 @@ class GcpHarness:
 
     def instances_with_intent(self, intent_id: str) -> int:
         return sum(1 for i in self.fake.live_instances(self.project) if intent_of(i) == intent_id)
+
+    def user_data_of(self, instance_id: str) -> str:
+        for i in self.fake.live_instances(self.project):
+            if i.get("name") in instance_id.split("/"):  # (ids read zone/name/id)
+                items = (i.get("metadata") or {}).get("items") or []
+                return next((x["value"] for x in items if x["key"] == USER_DATA_METADATA_KEY), "")
+        return ""
 
     def crash_after_create(self) -> None:
         self.fake.inject("drop")

@@ -8,6 +8,7 @@ account itself.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -156,6 +157,13 @@ class OciHarness:
 
     def instances_with_intent(self, intent_id: str) -> int:
         return len(self.fake.live_instances_with_tag(TAG_INTENT, intent_id))
+
+    def user_data_of(self, instance_id: str) -> str:
+        for i in self.fake.instances():
+            if i["id"] == instance_id:
+                value = (i.get("metadata") or {}).get("user_data")
+                return base64.b64decode(value).decode() if value else ""
+        return ""
 
     def crash_after_create(self) -> None:
         self.fake.drop_next_response("LaunchInstance")

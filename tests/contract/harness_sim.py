@@ -32,6 +32,10 @@ class SimHarness:
     def instances_with_intent(self, intent_id: str) -> int:
         return self.world.live_instances_with_intent(intent_id)
 
+    def user_data_of(self, instance_id: str) -> str:
+        inst = self.world.instances.get(instance_id)
+        return inst.user_data if inst is not None else ""
+
     def crash_after_create(self) -> None:
         self.world.inject(self.provider.cloud, self.provider.account, "crash_after_create")
 

@@ -8,9 +8,13 @@ Assertions are on the resulting state, read from the emulator where it matters
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
+from bootstrap import render
+from controlplane.api.fit import usable_pools
+from controlplane.node_boot import node_boot
 from providers.base import (
     TAG_INTENT,
     TAG_POOL,
@@ -29,7 +33,9 @@ from providers.errors import (
     TransientError,
 )
 from schema.catalog import INSTANCE_TYPES
+from schema.policy_file import parse_policy
 from tests.contract.harness import Harness
+from tests.policy_texts import example_policy
 
 CUSTOMER = "contract-co"
 
@@ -275,3 +281,23 @@ def test_copy_object_is_server_side_and_exact(harness: Harness) -> None:
     harness.provider.copy_object(src, dst)
     assert harness.get_object(dst) == payload
     assert harness.get_object(src) == payload  # a copy, not a move
+
+
+# --- user data -------------------------------------------------------------------------
+
+
+def test_a_create_carries_the_rendered_user_data_and_no_credential(harness: Harness) -> None:
+    """What the daemon renders for a node (bootstrap.render) reaches the cloud intact, as
+    the cloud's own API returns it; nothing of the policy's credentials is in it."""
+    policy = parse_policy(example_policy()).policy
+    model = policy.model("llama-8b")
+    assert model is not None
+    pool = usable_pools(policy, model)[0]
+    text = render(node_boot(policy.customer, model, pool, "n-ud", token="single-use"))
+    req = replace(_request(harness), user_data=text)
+    made = harness.provider.create_node(req).node
+    held = harness.user_data_of(made.instance_id)
+    assert held == text and held.startswith("#cloud-config\n")
+    for acct in policy.accounts:
+        for ref in acct.credentials.model_dump(exclude_none=True).values():
+            assert str(ref) not in held
