@@ -247,7 +247,9 @@ class Daemon:
             return
         host, _, port = addr.rpartition(":")
         assert self.service is not None
-        wsgi = http_endpoint.app(self.telemetry.registry, self.service.report_node_phase)
+        wsgi = http_endpoint.app(
+            self.telemetry.registry, self.service.report_node_phase, self.service.prometheus_sd
+        )
         server, _thread = http_endpoint.serve(host or "127.0.0.1", int(port), wsgi)
         self._http = server
         self.metrics_port = server.server_address[1]

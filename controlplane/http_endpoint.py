@@ -1,4 +1,5 @@
-"""The daemon's HTTP port: Prometheus ``/metrics``, and ``POST /v1/node-phases`` where a
+"""The daemon's HTTP port: Prometheus ``/metrics``, ``/sd/prometheus`` (HTTP service discovery
+of every ready engine, ``controlplane.api.endpoints``), and ``POST /v1/node-phases`` where a
 booting node reports its phases with curl (``bootstrap/node.sh``: a JSON body ``{node_id,
 phase, at, detail}``, its boot token as ``Authorization: Bearer``). The same API call as gRPC
 ``ReportNodePhase``; answers 200 ``{"recorded": bool}``, or 400/401/403 ``{"error": ...}``."""
@@ -23,20 +24,28 @@ from controlplane.api import (
 
 MAX_BODY = 4096
 PHASES_PATH = "/v1/node-phases"
+SD_PATH = "/sd/prometheus"
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def app(registry: CollectorRegistry, report: Callable[[PhaseReport], bool]) -> WsgiApp:
+def app(
+    registry: CollectorRegistry,
+    report: Callable[[PhaseReport], bool],
+    sd: Callable[[], list[dict[str, Any]]] | None = None,
+) -> WsgiApp:
+    """``sd``: the Prometheus HTTP SD target groups (``/sd/prometheus``; None: not served)."""
     metrics = make_wsgi_app(registry)
 
-    def reply(start: StartResponse, status: str, body: dict[str, Any]) -> list[bytes]:
+    def reply(start: StartResponse, status: str, body: object) -> list[bytes]:
         data = json.dumps(body).encode()
         start(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 
     def handle(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if path == SD_PATH and sd is not None:
+            return reply(start, "200 OK", sd())
         if path != PHASES_PATH:
             return metrics(environ, start)
         if environ.get("REQUEST_METHOD") != "POST":

@@ -23,6 +23,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from autoscaler import Autoscaler, GpucapAutoscaler
 from controlplane.api.decisions import Decisions, is_replayable
+from controlplane.api.endpoints import Endpoint, Endpoints
 from controlplane.api.errors import (
     AlreadyExistsError,
     FailedPreconditionError,
@@ -60,6 +61,7 @@ __all__ = [
     "ControlPlaneService",
     "CordonResult",
     "DrainResult",
+    "Endpoint",
     "FailedPreconditionError",
     "InvalidArgumentError",
     "ModelView",
@@ -126,6 +128,7 @@ class ControlPlaneService:
         # Replays must run the decider the daemon's loop runs; the daemon passes its own.
         self._decisions = Decisions(store, autoscaler or GpucapAutoscaler())
         self._reads = Reads(store)
+        self._endpoints = Endpoints(store)
         self._status = Status(store, clock, job_ticks)
         self.started_at = self._status.started_at
 
@@ -153,6 +156,8 @@ class ControlPlaneService:
     list_models = _Part("_reads", Reads.list_models)
     list_nodes = _Part("_reads", Reads.list_nodes)
     list_pools = _Part("_reads", Reads.list_pools)
+    list_endpoints = _Part("_endpoints", Endpoints.ready)
+    prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
     app.command("models", help="Models with desired and actual replicas.")(models)
     app.command("nodes", help="Cloud nodes and their lifecycle state.")(nodes)
     app.command("pools", help="Capacity pools: where replicas may run, tier and price.")(pools)
+    app.command("endpoints", help="Where each model is served: its ready replicas.")(endpoints)
     app.command("events", help="Recent events; --follow streams new ones.")(events)
 
 
@@ -375,3 +376,32 @@ def _follow(
         )
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+
+
+def endpoints(
+    model: Annotated[str | None, typer.Argument(help="Only this model.")] = None,
+    customer: CustomerOption = None,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    request = pb.ListEndpointsRequest(customer=customer or "", model=model or "")
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ListEndpointsResponse = c.stub.ListEndpoints(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(resp)
+        return
+    table = Table("CUSTOMER", "MODEL", "ADDRESS", "ENGINE", "REPLICA", "NODE", "POOL")
+    for e in resp.endpoints:
+        table.add_row(
+            e.customer,
+            e.model,
+            f"{e.address}:{e.port}",
+            e.engine,
+            e.replica_id,
+            e.node_id,
+            e.pool_id,
+        )
+    console().print(table)

@@ -290,6 +290,13 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         )
 
     @_unary
+    def ListEndpoints(
+        self, request: pb.ListEndpointsRequest, context: grpc.ServicerContext
+    ) -> pb.ListEndpointsResponse:
+        found = self.svc.list_endpoints(request.customer or None, request.model or None)
+        return pb.ListEndpointsResponse(endpoints=[pb.Endpoint(**vars(e)) for e in found])
+
+    @_unary
     def ReportNodePhase(
         self, request: pb.ReportNodePhaseRequest, context: grpc.ServicerContext
     ) -> pb.ReportNodePhaseResponse:

@@ -72,6 +72,7 @@ class NodeSnapshot:
     pool_id: str
     model: str
     reservation: str | None
+    private_ip: str | None = None
 
     def facts(self, blocked_until: float | None = None) -> NodeFacts:
         return NodeFacts(
@@ -149,6 +150,7 @@ def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
                     pool_id=n.pool_id,
                     model=model,
                     reservation=pool.reservation,
+                    private_ip=n.private_ip,
                 )
             )
         return out, accounts
@@ -174,6 +176,8 @@ def _step(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         calls.labels(n.cloud, "describe").inc()
         cn = provider.describe_node(n.region, n.instance_id)
         seen = Observed(n.instance_id, None)
+        if cn is not None and cn.private_ip and cn.private_ip != n.private_ip:
+            n = _record_address(ctx, n, cn.private_ip)
         if cn is not None:
             serving = cn.status == InstanceStatus.RUNNING and ctx.health.serving(cn)
             seen = Observed(cn.instance_id, cn.status, cn.zone, serving)
@@ -191,6 +195,17 @@ def _step(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         cn = provider.describe_node(n.region, iid)
         found.append(Observed(iid, cn.status if cn is not None else None))
     _apply(ctx, n, step_leaving(n.facts(), found), provider)
+
+
+def _record_address(ctx: LoopContext, n: NodeSnapshot, address: str) -> NodeSnapshot:
+    """Record where the node is reached; the snapshot goes on at the row's new version."""
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.version != n.version:
+            return n
+        row.private_ip = address
+        s.flush()
+        return replace(n, version=row.version, private_ip=address)
 
 
 def _blocked_until(s: Session, n: NodeSnapshot, now: float) -> float | None:
@@ -288,6 +303,7 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
             return
         row.instance_id = result.node.instance_id
         row.zone = result.node.zone
+        row.private_ip = result.node.private_ip or row.private_ip
         if row.state == NodeState.PENDING:
             row.state = NodeState.PROVISIONING.value
             row.provisioning_at = ctx.now_dt()

@@ -208,6 +208,8 @@ class Node(Base):
     terminated_at: Mapped[datetime | None]
     failed_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column(default=1)
+    # Where routers and Prometheus reach the node (the cloud's private address), once known.
+    private_ip: Mapped[str | None] = mapped_column(String(64))
     # The node's single-use boot token, stored hashed (sha256 hex) with when it expires;
     # spent (expired then) once the node reports its boot ended (ready or failed).
     token_sha256: Mapped[str | None] = mapped_column(String(64), index=True)

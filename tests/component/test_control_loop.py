@@ -4,20 +4,28 @@ clock. Asserts the state of the world: rows in the store and instances at the cl
 
 from __future__ import annotations
 
+import json
 import statistics
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from autoscaler import GpucapAutoscaler
 from autoscaler.types import MetricsSample
 from coldstart import ColdStartModel
 from coldstart.model import OBSERVED_KEPT
+from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
+from controlplane.cli.main import app
+from controlplane.grpc.client import ControlPlaneClient
+from controlplane.grpc.server import serve
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import BootConfig, epoch
 from controlplane.loop.snapshot import LIVE_VALUES
@@ -39,6 +47,7 @@ from controlplane.telemetry import Metrics
 from providers.base import TAG_CUSTOMER, TAG_MANAGED, NodeRequest, ownership_tags
 from providers.retry import NO_RETRY
 from providers.sim import SimCloud, SimProvider, SimTimings
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Model as ModelSpec
 from schema.types import Cloud, NodeState
 
@@ -537,3 +546,58 @@ def test_creates_carry_the_nodes_rendered_user_data_and_token(loop, world, store
         env = files["/etc/gpucap/node.env"]
         assert f"NODE_ID={n.id}" in env
         assert "REPORT_URL=https://gpucap.internal:9464/v1/node-phases" in env
+
+
+def test_ready_replicas_are_listed_for_routers_and_prometheus(loop, world, store):
+    """Ready replicas' addresses and the model's runtime port appear in ListEndpoints, in
+    ``gpucap endpoints`` and in the HTTP port's Prometheus service discovery, and leave when
+    their replica drains."""
+    ctl, load = loop
+    sim, clock = world
+    svc = ControlPlaneService(store)
+    grpc_srv = serve(svc, "127.0.0.1:0")
+    grpc_addr = f"127.0.0.1:{grpc_srv.port}"
+    load.load[("demo", "chat-8b")] = 20.0
+    run(ctl, clock, 20)
+    nodes = live_nodes(store, "chat-8b")
+    assert nodes and all(n.private_ip for n in nodes)
+    with ControlPlaneClient(grpc_addr) as c:
+        got = c.stub.ListEndpoints(pb.ListEndpointsRequest(model="chat-8b")).endpoints
+    assert sorted(e.address for e in got) == sorted(str(n.private_ip) for n in nodes)
+    assert {(e.customer, e.engine, e.port, e.metrics_path) for e in got} == {
+        ("demo", "vllm", 8000, "/metrics")
+    }
+
+    result = CliRunner().invoke(app, ["endpoints", "chat-8b", "--addr", grpc_addr, "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert len(json.loads(result.stdout)["endpoints"]) == len(got)
+
+    server, _ = http_endpoint.serve(
+        "127.0.0.1",
+        0,
+        http_endpoint.app(CollectorRegistry(), svc.report_node_phase, svc.prometheus_sd),
+    )
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{http_endpoint.SD_PATH}"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            groups = json.loads(resp.read())
+    finally:
+        server.shutdown()
+    chat = [g for g in groups if g["labels"]["model"] == "chat-8b"]
+    assert len(chat) == 1
+    assert sorted(chat[0]["targets"]) == sorted(f"{e.address}:8000" for e in got)
+    assert chat[0]["labels"] == {
+        "customer": "demo",
+        "model": "chat-8b",
+        "engine": "vllm",
+        "__metrics_path__": "/metrics",
+    }
+
+    svc.drain_node(nodes[0].id, "test")  # no new traffic from here on
+    try:
+        with ControlPlaneClient(grpc_addr) as c:
+            left = c.stub.ListEndpoints(pb.ListEndpointsRequest(model="chat-8b")).endpoints
+    finally:
+        grpc_srv.stop(grace=0)
+    assert nodes[0].private_ip not in {e.address for e in left}
+    assert len(left) == len(got) - 1

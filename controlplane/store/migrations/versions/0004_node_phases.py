@@ -1,5 +1,6 @@
-"""Nodes that report their boot: each node's single-use boot token (hashed, with its
-expiry) and the ``node_phases`` it reported (one row per node and phase).
+"""Nodes that boot and serve: each node's private address (where routers and Prometheus
+reach it), its single-use boot token (hashed, with its expiry) and the ``node_phases`` it
+reported (one row per node and phase).
 
 Revision ID: 0004
 Revises: 0003
@@ -23,6 +24,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("nodes") as batch:
+        batch.add_column(sa.Column("private_ip", sa.String(length=64), nullable=True))
         batch.add_column(sa.Column("token_sha256", sa.String(length=64), nullable=True))
         batch.add_column(sa.Column("token_expires_at", UTCDateTime(), nullable=True))
         batch.create_index(op.f("ix_nodes_token_sha256"), ["token_sha256"])
@@ -50,3 +52,4 @@ def downgrade() -> None:
         batch.drop_index(op.f("ix_nodes_token_sha256"))
         batch.drop_column("token_expires_at")
         batch.drop_column("token_sha256")
+        batch.drop_column("private_ip")

@@ -487,6 +487,42 @@ class CordonPoolsResponse(_message.Message):
     matched: int
     def __init__(self, changed: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., matched: _Optional[int] = ...) -> None: ...
 
+class ListEndpointsRequest(_message.Message):
+    __slots__ = ("customer", "model")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class Endpoint(_message.Message):
+    __slots__ = ("customer", "model", "replica_id", "node_id", "pool_id", "address", "port", "engine", "metrics_path")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_PATH_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    replica_id: str
+    node_id: str
+    pool_id: str
+    address: str
+    port: int
+    engine: str
+    metrics_path: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., replica_id: _Optional[str] = ..., node_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., engine: _Optional[str] = ..., metrics_path: _Optional[str] = ...) -> None: ...
+
+class ListEndpointsResponse(_message.Message):
+    __slots__ = ("endpoints",)
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+
 class ReportNodePhaseRequest(_message.Message):
     __slots__ = ("node_id", "token", "phase", "at", "detail")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]

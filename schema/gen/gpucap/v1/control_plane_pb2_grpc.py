@@ -119,6 +119,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.ListEndpoints = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ListEndpoints',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.FromString,
+                _registered_method=True)
         self.ListPools = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/ListPools',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsRequest.SerializeToString,
@@ -270,6 +275,13 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEndpoints(self, request, context):
+        """Every ready replica's address per model, for routers (a gang: its leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListPools(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -385,6 +397,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListNodesRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'ListEndpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEndpoints,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.SerializeToString,
             ),
             'ListPools': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPools,
@@ -866,6 +883,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListNodes',
             gpucap_dot_v1_dot_control__plane__pb2.ListNodesRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEndpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ListEndpoints',
+            gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.FromString,
             options,
             channel_credentials,
             insecure,
