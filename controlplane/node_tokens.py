@@ -9,18 +9,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass, field
 
 # A boot takes a cold start (coldstart.md §5: 10-15 minutes typical for 8xH100, up to ~30
 # with large weights); the token outlives the daemon's provision timeout with margin.
 TOKEN_TTL_S = 2 * 3600.0
-
-
-def new_token() -> tuple[str, str]:
-    """(secret, its sha256 hex): the secret goes to the node, the digest to the store."""
-    secret = secrets.token_urlsafe(32)
-    return secret, digest(secret)
 
 
 def digest(secret: str) -> str:

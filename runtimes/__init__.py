@@ -21,6 +21,11 @@ def parallel(rt: Runtime, shape: GpuShape) -> Parallel:
     return Parallel(rt.tensor_parallel or shape.gpus, rt.pipeline_parallel or shape.nodes)
 
 
+def port(rt: Runtime) -> int:
+    """Where the engine listens: the policy's port, else the engine's documented one."""
+    return rt.port or ENGINES[rt.engine].port
+
+
 def resolve(
     rt: Runtime,
     shape: GpuShape,
@@ -38,13 +43,13 @@ def resolve(
     if gang is not None and not spec.multi_node:
         raise ValueError(f"{rt.engine.value} cannot start a gang ({spec.stop})")
     par = parallel(rt, shape)
-    port = rt.port or spec.port
+    listen = port(rt)
     return Launch(
         engine=rt.engine,
         image=rt.image or image or spec.image,
-        argv=spec.command(model_path, par, port, gang) + list(rt.args),
+        argv=spec.command(model_path, par, listen, gang) + list(rt.args),
         env={**spec.env, **rt.env},
-        port=port,
+        port=listen,
         health_path=spec.health_path,
         metrics_path=spec.metrics.path,
         parallel=par,
@@ -61,5 +66,6 @@ __all__ = [
     "Metrics",
     "Parallel",
     "parallel",
+    "port",
     "resolve",
 ]

@@ -15,7 +15,7 @@ from controlplane.api.paging import matching
 from controlplane.store.db import Store
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Replica
-from runtimes import ENGINES
+from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
 from schema.types import NodeState
 
@@ -66,10 +66,9 @@ class Endpoints:
             node_id, address = leaders.get(rid, ("", None))
             if not address:
                 continue  # (the cloud has not told its address yet)
-            spec = specs.get((cust, name)) or specs.setdefault(
-                (cust, name), ModelSpec.model_validate(raw)
-            )
-            engine = ENGINES[spec.runtime.engine]
+            if (cust, name) not in specs:
+                specs[(cust, name)] = ModelSpec.model_validate(raw)
+            runtime = specs[(cust, name)].runtime
             out.append(
                 Endpoint(
                     customer=cust,
@@ -78,9 +77,9 @@ class Endpoints:
                     node_id=node_id,
                     pool_id=pool_id,
                     address=address,
-                    port=spec.runtime.port or engine.port,
-                    engine=spec.runtime.engine.value,
-                    metrics_path=engine.metrics.path,
+                    port=port(runtime),
+                    engine=runtime.engine.value,
+                    metrics_path=ENGINES[runtime.engine].metrics.path,
                 )
             )
         return out

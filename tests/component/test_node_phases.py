@@ -22,7 +22,7 @@ from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
 from controlplane.grpc.client import ControlPlaneClient
 from controlplane.grpc.server import serve
-from controlplane.node_tokens import new_token
+from controlplane.node_tokens import NodeTokens, digest
 from controlplane.store.db import Store
 from controlplane.store.models import Node, NodePhaseReport
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -30,6 +30,7 @@ from tests.component.test_store import _node, _seed_parents
 from tests.unit.test_bootstrap import run_node
 
 NOW = datetime(2026, 12, 3, 7, 0, tzinfo=UTC)
+TOKENS = NodeTokens(b"test-node-token-key")
 
 
 @pytest.fixture
@@ -39,10 +40,11 @@ def tokens(store: Store) -> dict[str, str]:
     with store.session() as s:
         _seed_parents(s)
         for name, expires in (("n-1", 3600), ("n-2", 3600), ("old", -1)):
-            secret, digest = new_token()
+            secret = TOKENS.for_node(name)
             row = _node(name, f"tok-{name}")
             row.state = "provisioning"
-            row.token_sha256, row.token_expires_at = digest, NOW + timedelta(seconds=expires)
+            row.token_sha256 = digest(secret)
+            row.token_expires_at = NOW + timedelta(seconds=expires)
             s.add(row)
             out[name] = secret
     return out
@@ -166,10 +168,10 @@ def test_the_bootstrap_script_reports_to_the_daemon(tmp_path: Path, store: Store
     """node.sh's curl against the daemon's HTTP port, on the real clock (the script's)."""
     with store.session() as s:
         _seed_parents(s)
-        secret, digest = new_token()
+        secret = TOKENS.for_node("n-3")
         row = _node("n-3", "tok-n-3")
         row.state = "provisioning"
-        row.token_sha256 = digest
+        row.token_sha256 = digest(secret)
         row.token_expires_at = datetime.now(UTC) + timedelta(hours=1)
         s.add(row)
     svc = ControlPlaneService(store)
