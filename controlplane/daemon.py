@@ -278,7 +278,8 @@ def _redact(url: str) -> str:
 
 # ---------------------------------------------------------------------- wiring builders
 def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
-    from controlplane.resolvers import CloudResolver, HttpHealth, SimHealth, SimResolver
+    from controlplane.probes import HttpProber
+    from controlplane.resolvers import CloudResolver, SimHealth, SimResolver
     from controlplane.settings import database_url, ensure_state_dir
     from providers.sim import SimCloud
 
@@ -300,7 +301,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     else:
         state = ensure_state_dir()
         ids = ExternalIdGenerator.from_environment(state)
-        providers, health = CloudResolver(ids, dict(config.endpoints)), HttpHealth()
+        providers, health = CloudResolver(ids, dict(config.endpoints)), HttpProber()
         tokens = NodeTokens(load_or_create_key(state / NODE_TOKEN_KEY_FILE))
         boot = BootConfig(tokens, config.node_report_url)
     from controlplane.metrics_sources import SyntheticTraffic

@@ -5,11 +5,13 @@ through ``providers.registry`` (lazily, one per account, cached)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from controlplane.lifecycle.health import Probe
+from controlplane.probes import ProbeTarget
 from controlplane.store.models import Account as AccountRow
-from providers.base import CloudNode, Provider
+from providers.base import Provider
 from providers.credentials import ExternalIdGenerator
 from providers.errors import AuthFailed, Scope
 from providers.registry import ProviderUnavailable, build_provider
@@ -51,10 +53,17 @@ class SimResolver:
 
 @dataclass
 class SimHealth:
+    """The simulated cloud's engines, probed as the HTTP prober probes real ones."""
+
     world: SimCloud
 
-    def serving(self, node: CloudNode) -> bool:
-        return self.world.serving(node.instance_id)
+    def probe(self, targets: Sequence[ProbeTarget]) -> Mapping[str, Probe]:
+        out = {}
+        for t in targets:
+            serving = self.world.serving(t.instance_id)
+            held = self.world.held(t.instance_id) if serving and t.read_load else None
+            out[t.node_id] = Probe(serving, held)
+        return out
 
 
 @dataclass
@@ -86,24 +95,3 @@ class CloudResolver:
                         str(exc), code="AdapterUnavailable", scope=Scope.ACCOUNT
                     ) from exc
             return self._cache[key]
-
-
-@dataclass
-class HttpHealth:
-    """Asks the model server on the node (vLLM's ``/health``) over the private network."""
-
-    port: int = 8000
-    timeout_s: float = 2.0
-
-    def serving(self, node: CloudNode) -> bool:
-        import urllib.error
-        import urllib.request
-
-        if not node.private_ip:
-            return False
-        url = f"http://{node.private_ip}:{self.port}/health"
-        try:
-            with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:  # noqa: S310
-                return bool(200 <= resp.status < 300)
-        except (urllib.error.URLError, OSError, ValueError):
-            return False

@@ -13,6 +13,21 @@ adapter, the simulated one included):
 - ``terminate_node`` is idempotent: an instance that is already gone is success.
 - ``list_offerings`` returns every known offering in the given regions, with availability as
   a field (never by omission).
+- Gangs. A request with ``placement_group`` (the gang's key, e.g. its replica id; the same on
+  every node of the gang) is placed with the gang's other nodes: AWS launches it into the
+  cluster placement group :func:`placement_name` (key), GCP applies the compact placement
+  policy of that name, OCI puts it in the request's availability domain and in one fault
+  domain derived from the key (OCI has no placement object). The placement object is
+  find-or-create like the instance: the first node makes it, later nodes and retries find it,
+  and it carries :func:`placement_tags`. Every node of a gang is also tagged
+  ``gpucap-placement: <key>``. A gang request should name its zone; when it does not, the
+  gang still lands in one (AWS: the group pins the AZ; GCP: the zone pick is deterministic;
+  OCI and the simulator: the zone of a live member). ``placement_group=None``: as before.
+- ``delete_placement_group(region, key)`` releases a gang's placement object once its nodes
+  are gone. Idempotent: an object that is gone, or was never made, is success. While any
+  instance is still in it (one still shutting down included) it raises
+  :class:`~providers.errors.InUse` and deletes nothing; that is not retried in place (nodes
+  take minutes to go), the caller asks again on a later pass.
 - Retries live in one layer: each verb is retried as a whole by ``providers.retry`` (only
   ``Throttled`` and ``TransientError``), in the cloud's ``provider.py``; the SDK clients
   underneath make one attempt per call (botocore ``total_max_attempts=1``, google api_core
@@ -22,12 +37,15 @@ adapter, the simulated one included):
 Every cloud package (``providers/{aws,gcp,oci}/``, SkyPilot's ``sky/provision/<cloud>/``
 shape) has the same modules: ``provider`` (the class and ``build_provider(account, *,
 customer, external_id, endpoint_url=None)``, what ``providers.registry`` calls), ``session``,
-``errors``, ``instances``, ``offerings``, ``images``, ``objects``, ``quotas``, ``tags`` and
-``check``; ``tests/contract/test_provider_shape.py`` keeps it so.
+``errors``, ``instances``, ``placement`` (a gang's placement object), ``offerings``,
+``images``, ``objects``, ``quotas``, ``tags`` and ``check``;
+``tests/contract/test_provider_shape.py`` keeps it so.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -41,6 +59,7 @@ TAG_INTENT = "gpucap-intent"
 TAG_CUSTOMER = "gpucap-customer"
 TAG_POOL = "gpucap-pool"
 TAG_MODEL = "gpucap-model"
+TAG_PLACEMENT = "gpucap-placement"  # a gang's key, on its nodes and its placement object
 MANAGED_VALUE = "true"
 
 
@@ -64,6 +83,7 @@ class NodeRequest:
     user_data: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
     reservation: str | None = None  # capacity reservation / commitment to launch into
+    placement_group: str | None = None  # the gang's key (its replica id); None: single node
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,8 @@ class Provider(Protocol):
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None: ...
 
+    def delete_placement_group(self, region: str, placement_group: str) -> None: ...
+
 
 def ownership_tags(intent_id: str, customer: str, pool: str, model: str) -> dict[str, str]:
     return {
@@ -136,3 +158,28 @@ def ownership_tags(intent_id: str, customer: str, pool: str, model: str) -> dict
         TAG_POOL: pool,
         TAG_MODEL: model,
     }
+
+
+# GCP resource names (RFC 1035, at most 63) are the strictest of the clouds' placement-object
+# names (AWS: 255 ASCII), so one name fits every cloud.
+_RFC1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def placement_name(key: str) -> str:
+    """The cloud name of a gang's placement object: ``gpucap-<key>`` when that is a valid
+    name, else a readable slug of the key plus a hash of it (two keys never share a name)."""
+    name = f"gpucap-{key}"
+    if _RFC1035.fullmatch(name):
+        return name
+    slug = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")[:40].strip("-")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return f"gpucap-{slug}-{digest}" if slug else f"gpucap-{digest}"
+
+
+def placement_tags(request: NodeRequest) -> dict[str, str]:
+    """The ownership tags of a gang's placement object: the node's, without the per-node
+    intent (any node of the gang may be the one that makes it), plus the gang's key."""
+    if not request.placement_group:
+        raise ValueError("only a gang's request (placement_group set) has a placement object")
+    tags = {k: v for k, v in request.tags.items() if k != TAG_INTENT}
+    return {**tags, TAG_MANAGED: MANAGED_VALUE, TAG_PLACEMENT: request.placement_group}

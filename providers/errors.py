@@ -70,3 +70,8 @@ class TransientError(ProviderError):
 
 class NotFound(ProviderError):
     """The resource does not exist (terminate treats this as success)."""
+
+
+class InUse(ProviderError):
+    """The resource still has members (a placement group with instances in it, some perhaps
+    still shutting down). Not retried in place: they take minutes to go; ask again later."""

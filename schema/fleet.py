@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schema.catalog import GpuShape, parse_gpu_shape
 from schema.policy import (
+    Health,
     Problem,
     ScalingBehavior,
     ScalingTarget,
@@ -119,7 +120,7 @@ class ServiceTime(_Strict):
 
 class _ModelFields(_Strict):
     """A fleet model's section: a policy file's model section (``schema.policy.Model``:
-    ``shapes``, ``latency_slo_ms``, ``target``, bounds, ``scaling``, and ``clouds``,
+    ``shapes``, ``latency_slo_ms``, ``target``, bounds, ``scaling``, ``health``, and ``clouds``,
     ``regions``, ``priority``, ``runtime``, ``image``, ``weights``, which only
     ``--full-loop``'s policy carries) plus what only a simulation needs: ``service``, the
     price and ``coldstart``.
@@ -139,6 +140,7 @@ class _ModelFields(_Strict):
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
     scale_to_zero_grace_s: Seconds = 600.0
     scaling: ScalingBehavior = ScalingBehavior()  # as in a policy file (schema/policy.py)
+    health: Health = Health()
     clouds: list[Cloud] = []
     regions: list[str] = []
     priority: Annotated[int, Field(ge=0, le=1000)] = 100

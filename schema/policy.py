@@ -161,6 +161,17 @@ class ScalingBehavior(_Strict):
         }
 
 
+class Health(_Strict):
+    """How a serving replica is watched and let go. Defaults are Kubernetes' (a probe's
+    ``failureThreshold`` 3; a pod's ``terminationGracePeriodSeconds`` 30 s): an engine
+    failing three probes in a row is replaced, and a drain waits up to the grace period for
+    the engine's in-flight requests (read from its own metrics) before the node goes."""
+
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] = 3
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    drain_timeout_s: Annotated[float, Field(ge=0, le=86400)] = 30.0
+
+
 class Model(_Strict):
     name: Name
     shapes: Annotated[list[ShapeOption], Field(min_length=1)]
@@ -176,6 +187,7 @@ class Model(_Strict):
     weights: Weights | None = None
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
     scaling: ScalingBehavior = ScalingBehavior()
+    health: Health = Health()
 
 
 class Overflow(_Strict):

@@ -8,7 +8,9 @@ that name the field), the write transactions on the store, and the event log. It
 overrides); status (replicas, nodes, decisions, job ticks) belongs to the daemon and is
 only read here. The one exception is an on-call drain, which marks a node and its replica
 ``draining``: that is an intent, like the placement's own drains, and the reconciler carries
-it out (terminates at the cloud) and placement replaces the replica.
+it out (terminates at the cloud) and placement replaces the replica. The API also keeps
+the revisions ``WatchEndpoints`` gives each model's endpoints (``api.endpoints``): its own
+bookkeeping, which no other writer touches.
 
 Errors: :class:`schema.policy_file.PolicyError` for a bad policy file (every problem with
 line and field path), :class:`InvalidArgumentError` (field + reason), :class:`NotFoundError`,
@@ -23,7 +25,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from autoscaler import Autoscaler, GpucapAutoscaler
 from controlplane.api.decisions import Decisions, is_replayable
-from controlplane.api.endpoints import Endpoint, Endpoints
+from controlplane.api.endpoints import Endpoint, Endpoints, EndpointsSnapshot
 from controlplane.api.errors import (
     AlreadyExistsError,
     FailedPreconditionError,
@@ -62,6 +64,7 @@ __all__ = [
     "CordonResult",
     "DrainResult",
     "Endpoint",
+    "EndpointsSnapshot",
     "FailedPreconditionError",
     "InvalidArgumentError",
     "ModelView",
@@ -157,6 +160,7 @@ class ControlPlaneService:
     list_nodes = _Part("_reads", Reads.list_nodes)
     list_pools = _Part("_reads", Reads.list_pools)
     list_endpoints = _Part("_endpoints", Endpoints.ready)
+    endpoints_snapshot = _Part("_endpoints", Endpoints.snapshot)
     prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)
 
     status = _Part("_status", Status.status)

@@ -13,7 +13,7 @@ from controlplane.api.views import CordonResult, DrainResult, ModelView, NodeVie
 from controlplane.store.events import record_event
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool
-from controlplane.store.transitions import drain_replica
+from controlplane.store.transitions import drain_replica, retire_replica
 from schema.types import Cloud, NodeState
 
 
@@ -79,6 +79,10 @@ class OnCall:
             return model_view(s, row)
 
         return self._tx.write(do)
+
+    def _unchanged(self, node: Node, model_name: str, what: str) -> DrainResult:
+        message = f"node {node.id} is {what}; nothing to do"
+        return DrainResult(NodeView(node, model_name), False, message, [])
 
     def cordon_pool(self, pool_id: str, cordoned: bool, reason: str = "") -> PoolView:
         """Cordon (no new replicas are placed there) or uncordon one pool."""
@@ -164,12 +168,16 @@ class OnCall:
 
         return self._tx.write(do)
 
-    def drain_node(self, node_id: str, reason: str = "") -> DrainResult:
-        """Mark a node and the rest of its replica ``draining``: the reconciler terminates
-        them at the cloud, and placement launches a replacement (the model's desired count
-        is unchanged, and a draining replica no longer counts as live). A multi-node replica
-        cannot serve with a member missing, so its whole gang drains. Idempotent: a node
-        already draining, terminating or terminal is left alone and the result says so."""
+    def drain_node(self, node_id: str, reason: str = "", immediate: bool = False) -> DrainResult:
+        """Take a node's replica out, surge-first (``lifecycle.surge``): a ready replica
+        retires, serving on while placement launches its replacement (the model's desired
+        count is unchanged, and a retiring replica no longer counts as live), and drains
+        once the replacement is ready; one not serving yet, or any with ``immediate``,
+        drains now. A drain stops new traffic (the replica leaves the endpoints), waits for
+        its engine's in-flight requests up to the model's drain timeout, then the
+        reconciler terminates it. A multi-node replica cannot serve with a member missing,
+        so its whole gang leaves. Idempotent: a node already leaving or terminal is left
+        alone and the result says so."""
         require("node_id", node_id)
 
         def do(s: Session) -> DrainResult:
@@ -180,27 +188,35 @@ class OnCall:
             model = s.get(ModelRow, replica.model_id)
             model_name = model.name if model is not None else ""
             state = NodeState(node.state)
+            retiring = replica.retiring_at is not None and not immediate
             if state in (NodeState.DRAINING, NodeState.TERMINATING) or state.is_terminal:
-                return DrainResult(
-                    NodeView(node, model_name),
-                    changed=False,
-                    message=f"node {node_id} is already {state.value}; nothing to do",
-                    drained=[],
-                )
+                return self._unchanged(node, model_name, f"already {state.value}")
+            if retiring:
+                return self._unchanged(node, model_name, "already retiring")
             now = self._tx.clock()
-            drained = drain_replica(replica, now)  # the one drain transition
+            where = f"replica {replica.id} of {model_name} in {replica.pool_id}"
+            how = None if immediate else retire_replica(replica, now, reason or "on-call drain")
+            drained: list[str] = []
+            if how == "retiring":
+                message = (
+                    f"node {node_id} retiring ({where}): it serves until its replacement is "
+                    "ready, then drains"
+                )
+            else:
+                if how is None:
+                    drained = drain_replica(replica, now)  # the one drain transition
+                else:
+                    drained = sorted(n.id for n in replica.nodes if n.state == "draining")
+                gang = f" with {len(drained) - 1} other node(s) of its replica"
+                message = (
+                    f"node {node_id}{gang if len(drained) > 1 else ''} draining ({where}); "
+                    "placement replaces the replica"
+                )
             s.flush()
-            gang = (
-                f" with {len(drained) - 1} other node(s) of its replica" if len(drained) > 1 else ""
-            )
-            message = (
-                f"node {node_id}{gang} draining (replica {replica.id} of {model_name} in "
-                f"{replica.pool_id}); placement replaces the replica"
-            )
             record_event(
                 s,
                 now,
-                "node.draining",
+                "node.retiring" if how == "retiring" else "node.draining",
                 message + (f": {reason}" if reason else ""),
                 customer=node.customer,
                 model=model_name or None,

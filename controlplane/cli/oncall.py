@@ -258,6 +258,14 @@ def uncordon(
 def drain(
     node: Annotated[str, typer.Argument(help="Node id (see gpucap nodes).")],
     reason: ReasonOption = "",
+    now: Annotated[
+        bool,
+        typer.Option(
+            "--now",
+            help="Drain at once instead of surge-first (by default a ready replica serves "
+            "until its replacement is ready).",
+        ),
+    ] = False,
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
@@ -266,7 +274,7 @@ def drain(
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.DrainNodeResponse = c.stub.DrainNode(
-            pb.DrainNodeRequest(node_id=node, reason=reason), timeout=c.timeout
+            pb.DrainNodeRequest(node_id=node, reason=reason, immediate=now), timeout=c.timeout
         )
     if output == Output.JSON:
         print_json(resp)

@@ -1,10 +1,12 @@
-"""Read commands of the admin CLI: ``gpucap status|models|nodes|pools|events``. Each asks
-the running daemon over gRPC and prints a rich table, or JSON with ``--output json``."""
+"""Read commands of the admin CLI: ``gpucap status|models|nodes|pools|endpoints|events``.
+Each asks the running daemon over gRPC and prints a rich table, or JSON with ``--output
+json``; ``events --follow`` and ``endpoints --watch`` stream until Ctrl-C."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -30,6 +32,7 @@ from controlplane.cli.remote import (
     print_json,
     to_dict,
 )
+from controlplane.grpc.client import ControlPlaneClient
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 CustomerOption = Annotated[
@@ -355,20 +358,29 @@ def _follow(
         since_id=since, tail=0 if since else limit, customer=customer or "", model=model or ""
     )
     out = console()
+    with _streaming(addr, token, ca, timeout) as c:
+        for e in c.stream_events(request):
+            if output == Output.JSON:
+                typer.echo(json.dumps(to_dict(e)))
+            else:
+                out.print(
+                    "  ".join(_event_row(e)),
+                    style=_SEVERITY_STYLE.get(e.severity),
+                    markup=False,
+                    highlight=False,
+                )
+
+
+@contextmanager
+def _streaming(
+    addr: str, token: str | None, ca: Path | None, timeout: float
+) -> Iterator[ControlPlaneClient]:
+    """A client for a stream that runs until Ctrl-C (which exits 0)."""
     try:
         with daemon(addr, token, ca, timeout) as c:
             # Fail fast when the daemon is down, instead of waiting on the stream forever.
             grpc.channel_ready_future(c.channel).result(timeout=timeout)
-            for e in c.stream_events(request):
-                if output == Output.JSON:
-                    typer.echo(json.dumps(to_dict(e)))
-                else:
-                    out.print(
-                        "  ".join(_event_row(e)),
-                        style=_SEVERITY_STYLE.get(e.severity),
-                        markup=False,
-                        highlight=False,
-                    )
+            yield c
     except grpc.FutureTimeoutError:
         fail(
             f"cannot reach the gpucap daemon at {addr}: is `gpucap daemon` running?",
@@ -381,20 +393,58 @@ def _follow(
 def endpoints(
     model: Annotated[str | None, typer.Argument(help="Only this model.")] = None,
     customer: CustomerOption = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", "-w", help="Print the whole list again each time it changes (Ctrl-C stops)."
+        ),
+    ] = False,
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
+    if watch:
+        _watch_endpoints(model, customer, addr, token, ca, output, timeout)
+        return
     request = pb.ListEndpointsRequest(customer=customer or "", model=model or "")
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ListEndpointsResponse = c.stub.ListEndpoints(request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return
+    console().print(_endpoints_table(resp.endpoints))
+
+
+def _watch_endpoints(
+    model: str | None,
+    customer: str | None,
+    addr: str,
+    token: str | None,
+    ca: Path | None,
+    output: Output,
+    timeout: float,
+) -> None:
+    """Each snapshot as it comes: a table under its revision, or one JSON document a line."""
+    request = pb.WatchEndpointsRequest(customer=customer or "", model=model or "")
+    out = console()
+    with _streaming(addr, token, ca, timeout) as c:
+        for snap in c.watch_endpoints(request):
+            if output == Output.JSON:
+                typer.echo(json.dumps(to_dict(snap)))
+                continue
+            change = (
+                f" (+{len(snap.added)} -{len(snap.removed)})" if snap.added or snap.removed else ""
+            )
+            n = len(snap.endpoints)
+            out.print(f"revision {snap.revision}: {n} endpoint{'s' if n != 1 else ''}{change}")
+            out.print(_endpoints_table(snap.endpoints))
+
+
+def _endpoints_table(endpoints: Sequence[pb.Endpoint]) -> Table:
     table = Table("CUSTOMER", "MODEL", "ADDRESS", "ENGINE", "REPLICA", "NODE", "POOL")
-    for e in resp.endpoints:
+    for e in endpoints:
         table.add_row(
             e.customer,
             e.model,
@@ -404,4 +454,4 @@ def endpoints(
             e.node_id,
             e.pool_id,
         )
-    console().print(table)
+    return table

@@ -101,6 +101,11 @@ class ControlPlaneClient:
         """Events until the server ends the stream (no deadline: `--follow` runs forever)."""
         return iter(self.stub.StreamEvents(request))
 
+    def watch_endpoints(self, request: pb.WatchEndpointsRequest) -> Iterator[pb.EndpointsSnapshot]:
+        """Snapshots until the server ends the stream (no deadline: `--watch` runs forever).
+        After a disconnect, call again with ``since_revision`` = the last one applied."""
+        return iter(self.stub.WatchEndpoints(request))
+
 
 @dataclass(frozen=True)
 class ErrorDetails:

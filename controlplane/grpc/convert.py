@@ -14,6 +14,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from autoscaler import Decision
 from controlplane.api import (
+    Endpoint,
+    EndpointsSnapshot,
     ModelView,
     NodeView,
     PolicyView,
@@ -281,6 +283,24 @@ def event(e: Event) -> pb.Event:
         node=e.node or "",
         message=e.message,
     )
+
+
+def endpoint(e: Endpoint) -> pb.Endpoint:
+    return pb.Endpoint(**vars(e))
+
+
+def endpoints_snapshot(
+    snap: EndpointsSnapshot, previous: tuple[Endpoint, ...] | None
+) -> pb.EndpointsSnapshot:
+    """``snap``, with what changed since ``previous`` (None: the stream's first message)."""
+    msg = pb.EndpointsSnapshot(
+        revision=snap.revision, endpoints=[endpoint(e) for e in snap.endpoints]
+    )
+    if previous is not None:
+        before, now = set(previous), set(snap.endpoints)
+        msg.added.extend(endpoint(e) for e in snap.endpoints if e not in before)
+        msg.removed.extend(endpoint(e) for e in previous if e not in now)
+    return msg
 
 
 # --------------------------------------------------------------------------- decisions

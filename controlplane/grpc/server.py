@@ -50,14 +50,15 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_ADDR = "127.0.0.1:50051"
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ControlPlane"].full_name
-# How often an idle StreamEvents call looks for new events. Events are written by other
-# threads of the same process; half a second keeps `gpucap events --follow` live without
-# measurable load (one indexed query per open stream per tick).
+# How often an idle stream (StreamEvents, WatchEndpoints) looks at the store again (the
+# default of serve's stream_poll_s). Half a second keeps `gpucap events --follow` and
+# routers live without measurable load (a query or two per open stream per tick).
 STREAM_POLL_S = 0.5
 STREAM_BATCH = 500
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+Msg = TypeVar("Msg")
 
 
 class InsecureBindError(ValueError):
@@ -166,10 +167,15 @@ def _unary(
 
 class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def __init__(
-        self, service: ControlPlaneService, stopping: threading.Event, max_streams: int
+        self,
+        service: ControlPlaneService,
+        stopping: threading.Event,
+        max_streams: int,
+        poll_s: float = STREAM_POLL_S,
     ) -> None:
         self.svc = service
         self._stopping = stopping
+        self._poll_s = poll_s
         # Each open stream holds a worker thread for its lifetime; capping them keeps
         # threads free for unary calls however many `events --follow` are open.
         self._stream_slots = threading.BoundedSemaphore(max_streams)
@@ -294,7 +300,29 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         self, request: pb.ListEndpointsRequest, context: grpc.ServicerContext
     ) -> pb.ListEndpointsResponse:
         found = self.svc.list_endpoints(request.customer or None, request.model or None)
-        return pb.ListEndpointsResponse(endpoints=[pb.Endpoint(**vars(e)) for e in found])
+        return pb.ListEndpointsResponse(endpoints=[convert.endpoint(e) for e in found])
+
+    def WatchEndpoints(
+        self, request: pb.WatchEndpointsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.EndpointsSnapshot]:
+        return self._capped(
+            context, "WatchEndpoints", "ListEndpoints", self._watch_endpoints(request, context)
+        )
+
+    def _watch_endpoints(
+        self, request: pb.WatchEndpointsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.EndpointsSnapshot]:
+        since = request.since_revision
+        if since < 0:
+            raise InvalidArgumentError("since_revision", f"must be >= 0 (got {since})")
+        sent: int | None = since or None  # None: send the current state whatever it is
+        previous = None  # (the client's set at `since` is not known here: no added/removed)
+        while context.is_active() and not self._stopping.is_set():
+            snap = self.svc.endpoints_snapshot(request.customer or None, request.model or None)
+            if snap.revision != sent:
+                yield convert.endpoints_snapshot(snap, previous)
+                sent, previous = snap.revision, snap.endpoints
+            self._stopping.wait(self._poll_s)
 
     @_unary
     def ReportNodePhase(
@@ -309,10 +337,11 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def DrainNode(
         self, request: pb.DrainNodeRequest, context: grpc.ServicerContext
     ) -> pb.DrainNodeResponse:
-        result = self.svc.drain_node(request.node_id, request.reason)
+        result = self.svc.drain_node(request.node_id, request.reason, request.immediate)
         log.info(
             "node.drain",
             node=request.node_id,
+            immediate=request.immediate,
             changed=result.changed,
             drained=result.drained,
             peer=context.peer(),
@@ -390,15 +419,23 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def StreamEvents(
         self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.Event]:
+        return self._capped(
+            context, "StreamEvents", "ListEvents", self._stream_events(request, context)
+        )
+
+    def _capped(
+        self, context: grpc.ServicerContext, method: str, unary: str, stream: Iterator[Msg]
+    ) -> Iterator[Msg]:
+        """``stream`` in one of the capped slots; its errors mapped like a unary call's."""
         if not self._stream_slots.acquire(blocking=False):
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "too many open event streams; retry later or use ListEvents",
+                f"too many open streams; retry later or use {unary}",
             )
         try:
-            yield from self._stream_events(request, context)
+            yield from stream
         except Exception as exc:  # mapped to a status; bugs are logged
-            _abort(context, exc, "StreamEvents")
+            _abort(context, exc, method)
         finally:
             self._stream_slots.release()
 
@@ -506,8 +543,10 @@ def serve(
     tls_key: str | Path | None = None,
     token: str | None = None,
     max_workers: int = 16,
+    stream_poll_s: float = STREAM_POLL_S,
 ) -> GrpcServer:
-    """Start the API on ``addr`` and return the running server."""
+    """Start the API on ``addr`` and return the running server; open streams look at the
+    store every ``stream_poll_s`` seconds."""
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("TLS needs both a certificate and a key file")
     tls = tls_cert is not None and tls_key is not None
@@ -519,7 +558,9 @@ def serve(
         interceptors=interceptors,
     )
     stopping = threading.Event()
-    servicer = ControlPlaneServicer(service, stopping, max_streams=max(1, max_workers // 2))
+    servicer = ControlPlaneServicer(
+        service, stopping, max_streams=max(1, max_workers // 2), poll_s=stream_poll_s
+    )
     pb_grpc.add_ControlPlaneServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

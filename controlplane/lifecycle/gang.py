@@ -1,11 +1,23 @@
 """A replica's state from its nodes': a gang is as far along as its slowest node, and one
-failed node fails the whole gang."""
+failed node fails the whole gang. Its leader (rank 0, the node that serves and that the
+workers join) is the node with the least id, a rule every part of gpucap reads here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from schema.types import NodeState
+
+
+def leader_of(node_ids: Iterable[str]) -> str:
+    """The id of a replica's leader, given the ids of all its nodes."""
+    return min(node_ids)
+
+
+def rank_of(node_ids: Iterable[str], node_id: str) -> int:
+    """A node's rank in its replica (0: the leader)."""
+    return sorted(node_ids).index(node_id)
+
 
 _PROGRESS = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY)
 _LEAVING = (NodeState.DRAINING, NodeState.TERMINATING)

@@ -1,6 +1,6 @@
 """One node's step: (what the store knows of the node, what the cloud reports, now) -> the
-action to take. The reconciler gathers the report (describe, health probe, or the instances
-found by the intent tag) and applies the action; nothing here does I/O.
+action to take. The reconciler gathers the report (describe, a probe of the node's engine,
+or the instances found by the intent tag) and applies the action; nothing here does I/O.
 
 =================  ==========================================  ===========================
 state              the cloud reports                           action
@@ -9,10 +9,17 @@ pending            (nothing asked)                             Create once the b
                                                                passed; NotAttempted while
                                                                its pool is blocked
 provisioning,      gone, terminated or stopping                Move(failed)
-running, ready     running and serving                         Move(ready)
+provisioning,      running, and serving (the engine answers    Move(ready)
+running            its probe, or the node reported ``ready``)
                    running, not serving, was provisioning      Move(running)
                    not ready within the provision timeout      Move(draining, failed)
-draining           instances still alive                       Terminate them, Move(
+ready              the engine fails ``failure_threshold``      Move(draining, failed)
+                   probes in a row (``lifecycle.health``)
+                   a failed probe, or one that answers after   Count the failures
+                   failures
+draining           instances alive, the engine still holding   Wait (the drain's grace)
+                   requests, within the drain timeout
+                   instances still alive                       Terminate them, Move(
                                                                terminating)
                    none alive and none known                   Move(terminated)
 terminating        any still alive                             Terminate those not already
@@ -26,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from controlplane.lifecycle.health import Probe, drain_done, failures_after, unhealthy
 from providers.base import InstanceStatus
+from schema.policy import Health
 from schema.types import NodeState
 
 # A node not ready within the provision timeout is drained with this error (and its
@@ -44,6 +53,10 @@ class NodeFacts:
     last_attempt_at: float | None
     state_since: float  # when the node entered ``state``
     pool_blocked_until: float | None = None  # the node's offering is blocked until
+    probe_failures: int = 0  # consecutive failed probes of its engine, so far
+    reported_ready: bool = False  # the node reported its ``ready`` phase
+    served: bool = False  # it was ready once (a drain then waits for its requests)
+    failed: bool = False  # it failed (a drain then does not wait)
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,7 @@ class Observed:
     instance_id: str
     status: InstanceStatus | None
     zone: str | None = None
-    serving: bool = False  # the model server answers its health check
+    probe: Probe | None = None  # its engine, probed this pass (None: not probed)
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,13 @@ class NotAttempted:
 
 
 @dataclass(frozen=True)
+class CountFailures:
+    """Record the engine's consecutive failed probes; the node stays where it is."""
+
+    failures: int
+
+
+@dataclass(frozen=True)
 class Terminate:
     """Ask the cloud to terminate these instances; the node stays where it is."""
 
@@ -96,9 +116,10 @@ class Move:
     zone: str | None = None
     failed: bool = False  # a failure though not left ``failed`` (drained to terminate it)
     terminate: tuple[str, ...] = ()  # instances to terminate before moving
+    probe_failures: int | None = None  # what to record (None: leave it)
 
 
-Action = Wait | Create | NotAttempted | Terminate | Move
+Action = Wait | Create | NotAttempted | CountFailures | Terminate | Move
 
 
 def backoff_s(attempts: int, t: Timing) -> float:
@@ -113,25 +134,48 @@ def step_pending(n: NodeFacts, now: float, t: Timing) -> Action:
     return Create()
 
 
-def step_live(n: NodeFacts, seen: Observed, now: float, t: Timing) -> Action:
-    """A node the cloud accepted (provisioning, running or ready), as described now."""
+def step_live(
+    n: NodeFacts, seen: Observed, now: float, t: Timing, health: Health | None = None
+) -> Action:
+    """A node the cloud accepted (provisioning, running or ready), as described now, with
+    its model's health rules (None: the defaults)."""
+    health = health or Health()
     if seen.status in (None, InstanceStatus.TERMINATED, InstanceStatus.STOPPING):
         return Move(NodeState.FAILED, error=DISAPPEARED)
-    if seen.status == InstanceStatus.RUNNING:
-        if seen.serving:
-            return Move(NodeState.READY) if n.state != NodeState.READY else Wait()
+    running = seen.status == InstanceStatus.RUNNING
+    if n.state == NodeState.READY:
+        failures = failures_after(n.probe_failures, seen.probe if running else Probe(False))
+        why = unhealthy(failures, health)
+        if why is not None:
+            return Move(NodeState.DRAINING, error=why, failed=True, probe_failures=failures)
+        return CountFailures(failures) if failures != n.probe_failures else Wait()
+    if running:
+        if n.reported_ready or (seen.probe is not None and seen.probe.serving):
+            return Move(NodeState.READY, probe_failures=0 if n.probe_failures else None)
         if n.state == NodeState.PROVISIONING:
             return Move(NodeState.RUNNING, zone=seen.zone)
-    if n.state != NodeState.READY and now - n.state_since > t.provision_timeout_s:
+    if now - n.state_since > t.provision_timeout_s:
         return Move(NodeState.DRAINING, error=PROVISION_TIMEOUT, failed=True)
     return Wait()
 
 
-def step_leaving(n: NodeFacts, found: Sequence[Observed]) -> Action:
+def step_leaving(
+    n: NodeFacts,
+    found: Sequence[Observed],
+    now: float = 0.0,
+    health: Health | None = None,
+) -> Action:
     """A draining or terminating node, given the instances recorded or found for its intent
-    (none: the create never reached the cloud, or it is gone)."""
+    (none: the create never reached the cloud, or it is gone), each with its engine's probe
+    where one was taken. A draining node that served keeps its instances until its engine
+    holds no request, up to the drain timeout (``lifecycle.health.drain_done``)."""
     alive = [o for o in found if o.status not in (None, InstanceStatus.TERMINATED)]
     if n.state == NodeState.DRAINING:
+        running = [o for o in alive if o.status == InstanceStatus.RUNNING]
+        probe = next((o.probe for o in running if o.probe is not None), None)
+        waited = now - n.state_since
+        if running and not drain_done(probe, waited, health or Health(), n.served, n.failed):
+            return Wait()
         kill = tuple(o.instance_id for o in alive)
         return Move(NodeState.TERMINATED if not found else NodeState.TERMINATING, terminate=kill)
     kill = tuple(o.instance_id for o in alive if o.status != InstanceStatus.STOPPING)

@@ -4,19 +4,22 @@ source, the clock (read only here, at the edge), and tuning."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from autoscaler.types import Autoscaler
 from coldstart import ColdStartModel
+from controlplane.lifecycle.health import Probe
 from controlplane.metrics_sources import MetricsBuffer, MetricsSource
 from controlplane.node_tokens import NodeTokens
+from controlplane.probes import ProbeTarget
 from controlplane.store.db import Store
 from controlplane.store.models import Account as AccountRow
 from controlplane.telemetry import Metrics
-from providers.base import CloudNode, Provider
+from providers.base import Provider
+from schema.policy import Model as ModelSpec
 
 
 class ProviderResolver(Protocol):
@@ -26,9 +29,10 @@ class ProviderResolver(Protocol):
 
 
 class HealthProbe(Protocol):
-    """Is the model server on this node answering its health check?"""
+    """Probes the engines on these nodes: its answer for each one probed this pass (a
+    prober with a budget may leave some out; those learn nothing this pass)."""
 
-    def serving(self, node: CloudNode) -> bool: ...
+    def probe(self, targets: Sequence[ProbeTarget]) -> Mapping[str, Probe]: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,25 @@ class Tuning:
     scale_down_delay_s: float = 120.0
     cold_start_scale: float = 1.0  # 1.0: coldstart.md timings; the demo shrinks them
     provision_timeout_s: float = 3600.0  # a node not running after this is replaced
+    # A retiring replica drains anyway when no replacement is ready after this long
+    # (``lifecycle.surge``): longer than a 70B model's cold start (coldstart.md, minutes).
+    surge_timeout_s: float = 1800.0
+
+
+class SpecCache:
+    """Parsed model specs by model id, validated again only when the stored spec changes
+    (validating one costs more than the rest of a job's work on it)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[int, tuple[dict[str, Any], ModelSpec]] = {}
+
+    def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
+        cached = self._specs.get(model_id)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        spec = ModelSpec.model_validate(raw)
+        self._specs[model_id] = (dict(raw), spec)
+        return spec
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,7 @@ class LoopContext:
     buffer: MetricsBuffer | None = None  # default: sized from the tuning's stable window
     clock: Callable[[], float] = time.time
     boot: BootConfig | None = None  # None: creates carry no user data (the simulated cloud)
+    specs: SpecCache = field(default_factory=SpecCache)
 
     def __post_init__(self) -> None:
         if self.buffer is None:

@@ -1,25 +1,68 @@
 """The gc job: terminate instances that carry our tags but no live intent in the store (the
-remains of a crash between a create and its bookkeeping, or of a lost database), and drop
-expired entries of the unavailable-offerings cache."""
+remains of a crash between a create and its bookkeeping, or of a lost database), release
+the placement objects of gangs that are gone, and drop expired entries of the
+unavailable-offerings cache."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from controlplane.loop.context import LoopContext
 from controlplane.store.events import record_event
-from controlplane.store.models import Account, Node, UnavailableOffering
+from controlplane.store.models import Account, Node, Pool, Replica, UnavailableOffering
 from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_MANAGED, CloudNode
-from providers.errors import ProviderError
+from providers.errors import InUse, ProviderError
 from schema.types import NodeState
 
 
 def orphans(found: Sequence[CloudNode], known: Mapping[str, str]) -> list[CloudNode]:
     """The instances found whose intent has no record, or a terminal one (pure)."""
     return [c for c in found if (st := known.get(c.intent_id)) is None or NodeState(st).is_terminal]
+
+
+# Gangs (replicas of more than one node) that ended and still hold a placement object.
+_GANGS = select(Node.replica_id).group_by(Node.replica_id).having(func.count(Node.id) > 1)
+_ENDED_GANGS = (
+    select(Replica.id, Pool.customer, Pool.account, Pool.region)
+    .join(Pool, Replica.pool_id == Pool.id)
+    .where(
+        Replica.state.in_([NodeState.TERMINATED.value, NodeState.FAILED.value]),
+        Replica.placement_released_at.is_(None),
+        Replica.id.in_(_GANGS),
+    )
+)
+
+
+def release_placement_groups(ctx: LoopContext) -> int:
+    """Release the placement object of every gang whose nodes are all gone; one still
+    holding an instance (shutting down) is asked again on the next sweep. Returns how many
+    were released."""
+    with ctx.store.session() as s:
+        ended = s.execute(_ENDED_GANGS).all()
+        accounts = {(a.customer, a.name): a for a in s.scalars(select(Account))}
+    released = []
+    for rid, customer, account, region in ended:
+        acct = accounts.get((customer, account))
+        if acct is None:
+            continue
+        try:
+            ctx.providers.provider(customer, acct).delete_placement_group(region, rid)
+        except InUse:
+            continue
+        except ProviderError as err:
+            ctx.telemetry.provider_errors.labels(acct.cloud, acct.name, err.kind).inc()
+            continue
+        released.append(rid)
+    if released:
+        with ctx.store.session() as s:
+            for rid in released:
+                row = s.get(Replica, rid)
+                if row is not None:
+                    row.placement_released_at = ctx.now_dt()
+    return len(released)
 
 
 def collect_garbage(ctx: LoopContext) -> int:

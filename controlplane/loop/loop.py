@@ -12,7 +12,7 @@ from sqlalchemy import select
 from controlplane.loop.collect import collect
 from controlplane.loop.context import LoopContext
 from controlplane.loop.decide import decide
-from controlplane.loop.gc import collect_garbage
+from controlplane.loop.gc import collect_garbage, release_placement_groups
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
 from controlplane.loop.reconcile import reconcile
@@ -25,7 +25,7 @@ _NODE_STATES = select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINA
 class ControlLoop:
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
-        self.reader = SnapshotReader()
+        self.reader = SnapshotReader(ctx.specs)
         self._placer = Placer()
         self._last_gc: float | None = None
 
@@ -48,6 +48,8 @@ class ControlLoop:
         self._node_gauges()
 
     def collect_garbage(self) -> int:
+        """Orphaned instances terminated (and gangs' placement objects released)."""
+        release_placement_groups(self.ctx)
         return collect_garbage(self.ctx)
 
     def refresh_offerings(self) -> int:

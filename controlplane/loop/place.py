@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from controlplane.lifecycle.surge import Retiring, surge_drains
 from controlplane.loop.coldstart import expected_in_pool_s, expected_s
 from controlplane.loop.context import LoopContext
 from controlplane.loop.snapshot import ModelFacts, PoolFacts, Snapshot, SnapshotReader
@@ -21,13 +22,14 @@ from controlplane.placement import (
     ModelDemand,
     ModelView,
     Plan,
+    capacity_units,
     live_units,
     plan,
 )
 from controlplane.placement.plan import UNIT_EPS
 from controlplane.store.events import record_event
 from controlplane.store.models import DecisionRecord, Node, Replica
-from controlplane.store.transitions import drain_replica
+from controlplane.store.transitions import drain_replica, retire_replica
 from schema.types import CapacityTier, NodeState
 
 
@@ -52,6 +54,8 @@ class Placer:
                 demands = {d.model.name: d for d in inp.models}
                 for name, model_plan in result.plans.items():
                     self._apply(s, models[name], pools, model_plan, demands[name], now_dt)
+                for m in models.values():
+                    _finish_retiring(ctx, s, snap, m, demands.get(m.name), now, now_dt)
 
     def _apply(
         self,
@@ -67,12 +71,15 @@ class Placer:
         for drain in p.drains:
             replica = s.get(Replica, drain.replica_id)
             assert replica is not None  # in this session's snapshot
-            drain_replica(replica, now)
+            how = retire_replica(replica, now, drain.reason) if drain.surge else None
+            if how is None:
+                drain_replica(replica, now)
+            verb = "retiring until its replacement is ready" if how == "retiring" else "draining"
             record_event(
                 s,
                 now,
-                "replica.drain",
-                f"{m.name}: replica {replica.id} in {replica.pool_id} draining: {drain.reason}",
+                "replica.retiring" if how == "retiring" else "replica.drain",
+                f"{m.name}: replica {replica.id} in {replica.pool_id} {verb}: {drain.reason}",
                 customer=m.customer,
                 model=m.name,
             )
@@ -108,6 +115,46 @@ class Placer:
                     severity="warning",
                 )
         self._last_detail[key] = p.detail if acted else ""
+
+
+def _finish_retiring(
+    ctx: LoopContext,
+    s: Session,
+    snap: Snapshot,
+    m: ModelFacts,
+    demand: ModelDemand | None,
+    now: float,
+    now_dt: datetime,
+) -> None:
+    """Drain the model's retiring replicas whose replacements are ready
+    (``lifecycle.surge``)."""
+    retiring = snap.retiring(m.id)
+    if not retiring:
+        return
+    ready = tuple(v for v in (demand.replicas if demand else ()) if v.ready)
+    leaving = [
+        Retiring(
+            r.id,
+            r.state == NodeState.READY.value,
+            capacity_units(m.spec, r.gpu_shape),
+            r.retiring_since or now,
+        )
+        for r in retiring
+    ]
+    desired = demand.desired if demand is not None else 0.0
+    timeout = ctx.tuning.surge_timeout_s
+    for rid, why in surge_drains(leaving, live_units(m.spec, ready), desired, now, timeout):
+        replica = s.get(Replica, rid)
+        assert replica is not None  # in this session's snapshot
+        drain_replica(replica, now_dt)
+        record_event(
+            s,
+            now_dt,
+            "replica.drain",
+            f"{m.name}: retiring replica {rid} in {replica.pool_id} draining: {why}",
+            customer=m.customer,
+            model=m.name,
+        )
 
 
 def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerInput | None:

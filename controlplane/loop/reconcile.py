@@ -6,7 +6,9 @@ follows its nodes' (``lifecycle.gang``), a failed gang draining whole."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import structlog
@@ -17,9 +19,11 @@ from sqlalchemy.orm.exc import StaleDataError
 from bootstrap import render
 from controlplane.availability import PoolKey, Unavailable, availability
 from controlplane.lifecycle.blocking import BlockTTLs, Fail, on_create_error
-from controlplane.lifecycle.gang import replica_state
+from controlplane.lifecycle.gang import leader_of, rank_of, replica_state
+from controlplane.lifecycle.health import Probe
 from controlplane.lifecycle.node import (
     Action,
+    CountFailures,
     Create,
     Move,
     NodeFacts,
@@ -35,19 +39,29 @@ from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
 from controlplane.node_boot import node_boot
 from controlplane.node_tokens import TOKEN_TTL_S, digest
+from controlplane.probes import ProbeTarget
 from controlplane.store.events import record_event
 from controlplane.store.models import (
     Account,
     Model,
     Node,
+    NodePhaseReport,
     Pool,
     Replica,
 )
 from controlplane.store.transitions import drain_replica, record_unavailable
-from providers.base import TAG_INTENT, InstanceStatus, NodeRequest, Provider, ownership_tags
+from providers.base import (
+    TAG_INTENT,
+    CloudNode,
+    InstanceStatus,
+    NodeRequest,
+    Provider,
+    ownership_tags,
+)
 from providers.errors import ProviderError
+from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
-from schema.types import NodeState
+from schema.types import NodePhase, NodeState
 
 log = structlog.get_logger("gpucap.loop")
 
@@ -72,12 +86,35 @@ class NodeSnapshot:
     pool_id: str
     model: str
     reservation: str | None
+    model_id: int = 0
+    leader: str = ""  # the id of its replica's leader (itself, for a single node)
     private_ip: str | None = None
+    probe_failures: int = 0
+    reported_ready: bool = False
+    served: bool = False
+    failed: bool = False
 
     def facts(self, blocked_until: float | None = None) -> NodeFacts:
         return NodeFacts(
-            self.state, self.attempts, self.last_attempt_at, self.state_since, blocked_until
+            self.state,
+            self.attempts,
+            self.last_attempt_at,
+            self.state_since,
+            blocked_until,
+            probe_failures=self.probe_failures,
+            reported_ready=self.reported_ready,
+            served=self.served,
+            failed=self.failed,
         )
+
+
+@dataclass
+class Seen:
+    """What the cloud reported of a node this pass: a live node's instance (None: gone), or
+    the instances recorded or found for a leaving one."""
+
+    live: CloudNode | None = None
+    found: list[tuple[str, InstanceStatus | None]] = field(default_factory=list)
 
 
 def timing(t: Tuning) -> Timing:
@@ -91,7 +128,7 @@ def ttls(t: Tuning) -> BlockTTLs:
 # The pass's statements, built once (building one costs about as much as running it).
 _ACCOUNTS = select(Account)
 _LIVE_NODES = (
-    select(Node, Model.name, Pool)
+    select(Node, Model.name, Model.id, Pool)
     .join(Replica, Node.replica_id == Replica.id)
     .join(Model, Replica.model_id == Model.id)
     .join(Pool, Node.pool_id == Pool.id)
@@ -103,34 +140,63 @@ _LIVE_REPLICA_NODES = (
     .where(Replica.state.notin_([NodeState.TERMINATED.value, NodeState.FAILED.value]))
     .order_by(Replica.id, Node.id)
 )
+_REPLICA_NODE_IDS = select(Node.replica_id, Node.id)
+_READY_REPORTS = select(NodePhaseReport.node_id).where(
+    NodePhaseReport.phase == NodePhase.READY.value
+)
+_SPECS = select(Model.id, Model.spec)
+# Where a pass probes engines: starting (is it ready yet?), ready (is it still?), draining
+# (how many requests does it still hold?).
+_PROBED = (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, NodeState.DRAINING)
 
 # The accounts of one pass, read once for all its nodes: (customer, name) -> row.
 Accounts = dict[tuple[str, str], Account]
 
 
 def reconcile(ctx: LoopContext) -> None:
+    """Observe every node (describe it, or find a leaving one's instances), probe the
+    engines on those running in one batch (``controlplane.probes``), then step each."""
     nodes, accounts = _load(ctx)
+    specs = _specs(ctx, nodes)
+    seen: dict[str, Seen] = {}
     for snap in nodes:
-        try:
-            _step(ctx, snap, accounts)
-        except ProviderError as err:
-            _create_failed(ctx, snap, err)
-        except StaleDataError:
-            pass  # another job moved this node on; the next tick sees where it is
-        except Exception:
-            # An adapter bug must not stall every other node: log it, count it, and leave
-            # this node as it is for the next tick.
-            ctx.telemetry.provider_errors.labels(snap.cloud, snap.account, "Unexpected").inc()
-            log.exception("reconcile.node_failed", node=snap.id, state=snap.state.value)
+        with _guarded(ctx, snap):
+            seen[snap.id] = _observe(ctx, snap, accounts)
+    probes = _probe(ctx, nodes, seen, specs)
+    for snap in nodes:
+        if snap.id in seen:
+            with _guarded(ctx, snap):
+                _step(ctx, snap, seen[snap.id], probes, specs.get(snap.model_id), accounts)
     settle_replicas(ctx)
+
+
+@contextmanager
+def _guarded(ctx: LoopContext, snap: NodeSnapshot) -> Iterator[None]:
+    try:
+        yield
+    except ProviderError as err:
+        _create_failed(ctx, snap, err)
+    except StaleDataError:
+        pass  # another job moved this node on; the next tick sees where it is
+    except Exception:
+        # An adapter bug must not stall every other node: log it, count it, and leave
+        # this node as it is for the next tick.
+        ctx.telemetry.provider_errors.labels(snap.cloud, snap.account, "Unexpected").inc()
+        log.exception("reconcile.node_failed", node=snap.id, state=snap.state.value)
 
 
 def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
     with ctx.store.session() as s:
         accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
         rows = s.execute(_LIVE_NODES).all()
+        replicas = {n.replica_id for n, *_ in rows}
+        members: dict[str, list[str]] = {}
+        for rid, nid in s.execute(_REPLICA_NODE_IDS.where(Node.replica_id.in_(replicas))):
+            members.setdefault(rid, []).append(nid)
+        starting = [n.id for n, *_ in rows if n.state in _STARTING]
+        reported = set(s.scalars(_READY_REPORTS.where(NodePhaseReport.node_id.in_(starting))))
         out = []
-        for n, model, pool in rows:
+        for n, model, model_id, pool in rows:
             since = getattr(n, f"{n.state}_at", None) or n.pending_at
             out.append(
                 NodeSnapshot(
@@ -150,15 +216,111 @@ def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
                     pool_id=n.pool_id,
                     model=model,
                     reservation=pool.reservation,
+                    model_id=model_id,
+                    leader=leader_of(members.get(n.replica_id, [n.id])),
                     private_ip=n.private_ip,
+                    probe_failures=n.probe_failures,
+                    reported_ready=n.id in reported,
+                    served=n.ready_at is not None,
+                    failed=n.failed_at is not None,
                 )
             )
         return out, accounts
 
 
-def _step(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
-    now = ctx.now()
+_STARTING = (NodeState.PROVISIONING.value, NodeState.RUNNING.value)
+
+
+def _specs(ctx: LoopContext, nodes: Sequence[NodeSnapshot]) -> dict[int, ModelSpec]:
+    """The specs of the models whose engines this pass probes (each parsed once per change,
+    ``LoopContext.specs``)."""
+    ids = {n.model_id for n in nodes if n.state in _PROBED}
+    if not ids:
+        return {}
+    with ctx.store.session() as s:
+        rows = s.execute(_SPECS.where(Model.id.in_(ids))).all()
+    return {mid: ctx.specs.spec(mid, raw) for mid, raw in rows}
+
+
+def _observe(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> Seen:
     calls = ctx.telemetry.provider_calls
+    if n.state == NodeState.PENDING:
+        return Seen()
+    provider = _provider(ctx, n, accounts)
+    if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
+        assert n.instance_id is not None
+        calls.labels(n.cloud, "describe").inc()
+        return Seen(live=provider.describe_node(n.region, n.instance_id))
+    ids = [n.instance_id] if n.instance_id else []
+    if not ids:
+        # The create may have reached the cloud without us recording its id (a crash or a
+        # drain racing the create): find it by its intent tag.
+        calls.labels(n.cloud, "list").inc()
+        ids = [c.instance_id for c in provider.list_nodes(n.region, {TAG_INTENT: n.id})]
+    found: list[tuple[str, InstanceStatus | None]] = []
+    for iid in ids:
+        calls.labels(n.cloud, "describe").inc()
+        cn = provider.describe_node(n.region, iid)
+        found.append((iid, cn.status if cn is not None else None))
+    return Seen(found=found)
+
+
+def _probe(
+    ctx: LoopContext,
+    nodes: Sequence[NodeSnapshot],
+    seen: Mapping[str, Seen],
+    specs: Mapping[int, ModelSpec],
+) -> Mapping[str, Probe]:
+    """One batch of probes: every running engine a router could reach or a drain waits
+    on. A gang serves from its leader alone, so only the leader is probed, and each of its
+    workers takes the leader's answer (the gang is ready when the leader serves)."""
+    by_id = {n.id: n for n in nodes}
+    targets = []
+    for n in nodes:
+        spec, look = specs.get(n.model_id), seen.get(n.id)
+        if spec is None or look is None or n.leader != n.id or n.state not in _PROBED:
+            continue
+        running = (
+            look.live is not None and look.live.status == InstanceStatus.RUNNING
+            if n.state != NodeState.DRAINING
+            else any(st == InstanceStatus.RUNNING for _, st in look.found)
+        )
+        address = (look.live.private_ip if look.live else None) or n.private_ip
+        if running and address:
+            targets.append(_target(n, spec, address))
+    probes = dict(ctx.health.probe(targets)) if targets else {}
+    for n in nodes:
+        leader = by_id.get(n.leader)
+        if n.leader != n.id and leader is not None and leader.id in probes:
+            probes[n.id] = probes[leader.id]
+    return probes
+
+
+def _target(n: NodeSnapshot, spec: ModelSpec, address: str) -> ProbeTarget:
+    engine = ENGINES[spec.runtime.engine]
+    return ProbeTarget(
+        node_id=n.id,
+        instance_id=n.instance_id or "",
+        address=address,
+        port=port(spec.runtime),
+        health_path=engine.health_path,
+        metrics_path=engine.metrics.path,
+        load_metrics=(engine.metrics.running, engine.metrics.waiting),
+        timeout_s=spec.health.timeout_s,
+        read_load=n.state == NodeState.DRAINING,
+    )
+
+
+def _step(
+    ctx: LoopContext,
+    n: NodeSnapshot,
+    look: Seen,
+    probes: Mapping[str, Probe],
+    spec: ModelSpec | None,
+    accounts: Accounts,
+) -> None:
+    now = ctx.now()
+    health = spec.health if spec is not None else None
     if n.state == NodeState.PENDING:
         # Read the blocks fresh: a sibling's error earlier in this pass may have blocked the
         # pool (e.g. an auth failure), and a cloud known to refuse is not called again.
@@ -171,30 +333,18 @@ def _step(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
             _not_attempted(ctx, n)
         return
     provider = _provider(ctx, n, accounts)
+    probe = probes.get(n.id)
     if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
-        assert n.instance_id is not None
-        calls.labels(n.cloud, "describe").inc()
-        cn = provider.describe_node(n.region, n.instance_id)
-        seen = Observed(n.instance_id, None)
+        cn = look.live
         if cn is not None and cn.private_ip and cn.private_ip != n.private_ip:
             n = _record_address(ctx, n, cn.private_ip)
+        seen = Observed(n.instance_id or "", None)
         if cn is not None:
-            serving = cn.status == InstanceStatus.RUNNING and ctx.health.serving(cn)
-            seen = Observed(cn.instance_id, cn.status, cn.zone, serving)
-        _apply(ctx, n, step_live(n.facts(), seen, now, timing(ctx.tuning)), provider)
+            seen = Observed(cn.instance_id, cn.status, cn.zone, probe)
+        _apply(ctx, n, step_live(n.facts(), seen, now, timing(ctx.tuning), health), provider)
         return
-    ids = [n.instance_id] if n.instance_id else []
-    if not ids:
-        # The create may have reached the cloud without us recording its id (a crash or a
-        # drain racing the create): find it by its intent tag.
-        calls.labels(n.cloud, "list").inc()
-        ids = [c.instance_id for c in provider.list_nodes(n.region, {TAG_INTENT: n.id})]
-    found = []
-    for iid in ids:
-        calls.labels(n.cloud, "describe").inc()
-        cn = provider.describe_node(n.region, iid)
-        found.append(Observed(iid, cn.status if cn is not None else None))
-    _apply(ctx, n, step_leaving(n.facts(), found), provider)
+    found = [Observed(iid, st, probe=probe) for iid, st in look.found]
+    _apply(ctx, n, step_leaving(n.facts(), found, now, health), provider)
 
 
 def _record_address(ctx: LoopContext, n: NodeSnapshot, address: str) -> NodeSnapshot:
@@ -230,6 +380,27 @@ def _apply(ctx: LoopContext, n: NodeSnapshot, action: Action, provider: Provider
         provider.terminate_node(n.region, iid)
     if isinstance(action, Move):
         _move(ctx, n, action)
+    elif isinstance(action, CountFailures):
+        _count_failures(ctx, n, action.failures)
+
+
+def _count_failures(ctx: LoopContext, n: NodeSnapshot, failures: int) -> None:
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.version != n.version:
+            return
+        row.probe_failures = failures
+        if failures == 1:
+            record_event(
+                s,
+                ctx.now_dt(),
+                "node.unhealthy",
+                f"{n.instance_type} {n.instance_id or '-'}: its engine failed a health check",
+                customer=n.customer,
+                model=n.model,
+                node=n.id,
+                severity="warning",
+            )
 
 
 def _move(ctx: LoopContext, n: NodeSnapshot, m: Move) -> None:
@@ -249,6 +420,8 @@ def _move(ctx: LoopContext, n: NodeSnapshot, m: Move) -> None:
             row.error = m.error
         if m.zone:
             row.zone = m.zone
+        if m.probe_failures is not None:
+            row.probe_failures = m.probe_failures
         if failure or m.to in (NodeState.READY, NodeState.TERMINATED):
             record_event(
                 s,
@@ -277,23 +450,35 @@ def _not_attempted(ctx: LoopContext, n: NodeSnapshot) -> None:
 
 
 def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
-    # Count the attempt before calling, so a crash mid-call still backs off and is seen.
+    """Create the node's instance. A gang's worker waits until its leader's instance has an
+    address (its engine joins the leader there) and takes the leader's zone, so the gang
+    is placed together (one placement group, named after the replica)."""
     with ctx.store.session() as s:
         row = s.get(Node, n.id)
         if row is None or row.version != n.version or row.state != NodeState.PENDING:
             return
+        leader = s.get(Node, n.leader) if n.leader != n.id else None
+        if leader is not None and not (leader.private_ip and leader.zone):
+            return  # (not an attempt: the next pass looks again)
+        # Count the attempt before calling, so a crash mid-call still backs off and is seen.
         row.attempts += 1
         row.last_attempt_at = ctx.now_dt()
-        user_data = _user_data(ctx.boot, s, row, ctx.now_dt()) if ctx.boot else ""
+        if leader is not None:
+            row.zone = leader.zone
+        zone = row.zone
+        gang = row.replica_id if len(row.replica.nodes) > 1 else None
+        address = leader.private_ip if leader is not None else None
+        user_data = _user_data(ctx.boot, s, row, address, ctx.now_dt()) if ctx.boot else ""
     provider = _provider(ctx, n, accounts)
     request = NodeRequest(
         intent_id=n.id,
         instance_type=n.instance_type,
         region=n.region,
-        zone=n.zone,
+        zone=zone,
         user_data=user_data,
         tags=ownership_tags(n.id, n.customer, n.pool_id, n.model),
         reservation=n.reservation,
+        placement_group=gang,
     )
     ctx.telemetry.provider_calls.labels(n.cloud, "create").inc()
     result = provider.create_node(request)
@@ -319,24 +504,31 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         )
 
 
-def _user_data(boot: BootConfig, s: Session, row: Node, now: datetime) -> str:
+def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now: datetime) -> str:
     """The node's rendered user data (``bootstrap.render``), its boot token recorded (as a
     digest, before the call, like the intent). The token is derived from the node's id, so
-    a retried create renders what the first did. A gang's workers boot with no user data
-    until the daemon knows their leader's address (issue 24, gangs)."""
+    a retried create renders what the first did. A gang's node boots with its rank, a
+    worker with its ``leader``'s address."""
     replica = row.replica
     model = s.get(Model, replica.model_id)
     pool = s.get(Pool, row.pool_id)
     if model is None or pool is None:
         return ""
-    rank = sorted(n.id for n in replica.nodes).index(row.id)
-    if rank > 0:
-        return ""
+    rank = rank_of([n.id for n in replica.nodes], row.id)
     secret = boot.tokens.for_node(row.id)
     row.token_sha256 = digest(secret)
     row.token_expires_at = now + timedelta(seconds=TOKEN_TTL_S)
     spec = ModelSpec.model_validate(model.spec)
-    boots = node_boot(model.customer, spec, pool, row.id, report_url=boot.report_url, token=secret)
+    boots = node_boot(
+        model.customer,
+        spec,
+        pool,
+        row.id,
+        rank=rank,
+        leader=leader,
+        report_url=boot.report_url,
+        token=secret,
+    )
     return render(boots)
 
 

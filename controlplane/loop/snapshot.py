@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from coldstart.observed import Launch, times_to_ready
 from controlplane.availability import PoolKey, Unavailable, availability
-from controlplane.loop.context import epoch
+from controlplane.loop.context import SpecCache, epoch
 from controlplane.store.models import (
     Customer,
     Model,
@@ -46,10 +46,12 @@ class ReplicaFacts:
     state: str
     created_at: float
     nodes: tuple[tuple[str, str], ...]  # (node id, state)
+    retiring_since: float | None = None  # leaving surge-first (``lifecycle.surge``)
 
     @property
     def live(self) -> bool:
-        return self.state in LIVE_VALUES
+        """Counted as the model's: not leaving, whether by draining or by retiring."""
+        return self.state in LIVE_VALUES and self.retiring_since is None
 
 
 @dataclass(frozen=True)
@@ -97,22 +99,25 @@ class Snapshot:
     def live(self, model_id: int) -> list[ReplicaFacts]:
         return [r for r in self.replicas.get(model_id, []) if r.live]
 
+    def retiring(self, model_id: int) -> list[ReplicaFacts]:
+        """Replicas still serving while their replacements start (not draining yet)."""
+        return [
+            r
+            for r in self.replicas.get(model_id, [])
+            if r.retiring_since is not None and r.state in LIVE_VALUES
+        ]
+
 
 class SnapshotReader:
     """Reads snapshots; keeps the parsed specs and overflow rules between ticks, so a model's
     spec is validated when it changes, not by every job on every tick."""
 
-    def __init__(self) -> None:
-        self._specs: dict[int, tuple[dict[str, Any], ModelSpec]] = {}
+    def __init__(self, specs: SpecCache | None = None) -> None:
+        self._specs = specs or SpecCache()
         self._overflow: dict[str, tuple[str, Overflow]] = {}
 
     def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
-        cached = self._specs.get(model_id)
-        if cached is not None and cached[0] == raw:
-            return cached[1]
-        spec = ModelSpec.model_validate(raw)
-        self._specs[model_id] = (dict(raw), spec)
-        return spec
+        return self._specs.spec(model_id, raw)
 
     def read(self, s: Session, now: float, *, placement: bool = False) -> Snapshot:
         """Models (the deleted ones too: their replicas still leave), their non-terminal
@@ -205,6 +210,7 @@ _REPLICAS = (
         Replica.gpu_shape,
         Replica.state,
         Replica.created_at,
+        Replica.retiring_at,
         Node.id,
         Node.state,
     )
@@ -233,12 +239,13 @@ def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
     rows are built: the snapshot is read on every tick of two jobs)."""
     rows = s.execute(_REPLICAS)
     parts: dict[str, tuple[tuple[Any, ...], list[tuple[str, str]]]] = {}
-    for rid, model_id, pool_id, shape, state, created, node_id, node_state in rows:
-        _, nodes = parts.setdefault(rid, ((rid, model_id, pool_id, shape, state, created), []))
+    for rid, model_id, pool_id, shape, state, created, retiring, node_id, node_state in rows:
+        head = (rid, model_id, pool_id, shape, state, created, retiring)
+        _, nodes = parts.setdefault(rid, (head, []))
         if node_id is not None:
             nodes.append((node_id, node_state))
     out: dict[int, list[ReplicaFacts]] = defaultdict(list)
-    for (rid, model_id, pool_id, shape, state, created), nodes in parts.values():
+    for (rid, model_id, pool_id, shape, state, created, retiring), nodes in parts.values():
         out[model_id].append(
             ReplicaFacts(
                 id=rid,
@@ -248,6 +255,7 @@ def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
                 state=state,
                 created_at=epoch(created) or 0.0,
                 nodes=tuple(nodes),
+                retiring_since=epoch(retiring),
             )
         )
     return out

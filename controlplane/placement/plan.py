@@ -82,6 +82,7 @@ class Launch:
 class Drain:
     replica_id: str
     reason: str
+    surge: bool = False  # a move: it serves on until its replacement is ready
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def place(inp: PlacementInput) -> Plan:
     capacity units (:func:`capacity_units`; one per replica for a model of one shape), all
     in pools its policy allows: launches until they are covered, drains only what leaves
     them covered. A replica in a pool the policy no longer allows (or that is gone from the
-    policy) is drained and replaced."""
+    policy) is replaced, surge-first: it leaves once its replacement is ready."""
     pools = {p.id: p for p in inp.pools}
     misplaced = [
         r
@@ -203,7 +204,9 @@ def place(inp: PlacementInput) -> Plan:
         if (pool := pools.get(r.pool_id)) is None
         or not all(ok(inp, pool) for _, ok in POLICY_FILTERS)
     ]
-    moved = tuple(Drain(r.id, "pool no longer allowed by the policy") for r in misplaced)
+    moved = tuple(
+        Drain(r.id, "pool no longer allowed by the policy", surge=True) for r in misplaced
+    )
     if moved:
         gone = {r.id for r in misplaced}
         inp = replace(inp, replicas=tuple(r for r in inp.replicas if r.id not in gone))

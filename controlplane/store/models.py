@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Float,
     ForeignKey,
     Index,
@@ -149,6 +150,11 @@ class Model(Base):
     updated_at: Mapped[datetime]
     deleted_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column(default=1)
+    # The revision WatchEndpoints last gave this model's ready endpoints (null: never), and
+    # their digest (null: none). Written by the API only, without the version
+    # (``api.endpoints``).
+    endpoints_revision: Mapped[int | None] = mapped_column(BigInteger)
+    endpoints_digest: Mapped[str | None] = mapped_column(String(64))
 
     __mapper_args__ = {"version_id_col": version}
 
@@ -166,6 +172,13 @@ class Replica(Base):
     created_at: Mapped[datetime]
     ready_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
+    # Surge-first leaving (a move, an on-call drain): it serves on, no longer counted as the
+    # model's, until replacements are ready (``lifecycle.surge``); then it drains.
+    retiring_at: Mapped[datetime | None]
+    retire_reason: Mapped[str | None] = mapped_column(String(200))
+    # A gang's placement object (named after the replica) released at the cloud, once all
+    # its nodes were gone (the gc job).
+    placement_released_at: Mapped[datetime | None]
     version: Mapped[int] = mapped_column(default=1)
 
     nodes: Mapped[list[Node]] = relationship(back_populates="replica", lazy="selectin")
@@ -214,6 +227,8 @@ class Node(Base):
     # spent (expired then) once the node reports its boot ended (ready or failed).
     token_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
     token_expires_at: Mapped[datetime | None]
+    # Consecutive failed probes of its engine (``lifecycle.health``; reset when one answers).
+    probe_failures: Mapped[int] = mapped_column(default=0, server_default="0")
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 

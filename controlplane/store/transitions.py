@@ -25,6 +25,21 @@ def drain_replica(replica: Replica, now: datetime) -> list[str]:
     return sorted(moving)
 
 
+def retire_replica(replica: Replica, now: datetime, reason: str) -> str | None:
+    """Leave surge-first (``lifecycle.surge``): a ready replica is marked retiring and
+    serves on until its replacement is ready; one that does not serve yet drains now
+    (nothing to keep). Returns ``"retiring"``, ``"draining"``, or None when it was already
+    leaving."""
+    state = NodeState(replica.state)
+    if replica.retiring_at is not None or not state.is_live:
+        return None
+    if state != NodeState.READY:
+        drain_replica(replica, now)
+        return "draining"
+    replica.retiring_at, replica.retire_reason = now, reason[:200]
+    return "retiring"
+
+
 def unavailable_entry(row: UnavailableOffering) -> Unavailable:
     """A cache row as the value ``record_unavailable`` wrote."""
     until = row.until if row.until.tzinfo else row.until.replace(tzinfo=UTC)  # SQLite: naive

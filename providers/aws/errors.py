@@ -8,7 +8,8 @@ unfulfillable-capacity set, aws/karpenter-provider-aws ``pkg/errors/errors.go``)
 - ``Unsupported`` means the type is not offered in that AZ: the request can never work
   there, so it is an invalid request *scoped to the zone* (placement blocks that offering);
 - throttling is never a reason to block anything: back off;
-- auth failures block the whole account.
+- auth failures block the whole account;
+- a placement group with instances still in it cannot be deleted yet (``InUse``).
 
 Unknown 4xx codes are invalid requests (scope: this request only); unknown 5xx and
 connection-level failures are transient.
@@ -22,6 +23,7 @@ from typing import Any
 from providers.errors import (
     AuthFailed,
     CapacityUnavailable,
+    InUse,
     InvalidRequest,
     NotFound,
     ProviderError,
@@ -83,12 +85,17 @@ NOT_FOUND_CODES = frozenset(
         "InvalidAMIID.Unavailable",
         "InvalidAMIID.Malformed",
         "InvalidSnapshot.NotFound",
+        "InvalidPlacementGroup.Unknown",
         "NoSuchKey",
         "NoSuchBucket",
         "NotFound",
         "404",
     }
 )
+# EC2 API "Error codes": the group still has instances (terminated ones do not count).
+IN_USE_CODES = frozenset({"InvalidPlacementGroup.InUse"})
+# The name is taken: for gpucap's names, the gang's group exists (find-or-create found it).
+DUPLICATE_PLACEMENT_GROUP = "InvalidPlacementGroup.Duplicate"
 TRANSIENT_CODES = frozenset(
     {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"}
 )
@@ -188,6 +195,8 @@ def from_error_response(
             details=details,
             **where,
         )
+    if code in IN_USE_CODES:
+        return InUse(message, code=code, details=details, **where)
     if code in NOT_FOUND_CODES or status == 404:
         return NotFound(message, code=code, details=details, **where)
     if code in TRANSIENT_CODES or status >= 500 or status == 0:
@@ -197,6 +206,10 @@ def from_error_response(
 
 def is_not_found(exc: BaseException) -> bool:
     return isinstance(exc, NotFound)
+
+
+def is_duplicate_placement_group(err: ProviderError) -> bool:
+    return isinstance(err, InvalidRequest) and err.code == DUPLICATE_PLACEMENT_GROUP
 
 
 def _retry_after(value: object) -> float:

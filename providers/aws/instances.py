@@ -4,7 +4,8 @@ Create is find-or-create on the intent id: DescribeInstances by the ``gpucap-int
 first, and only if nothing live carries it, RunInstances with ``ClientToken`` derived from
 the intent and the ownership tags written atomically by ``TagSpecifications``. The lookup
 matters even though EC2 honours ClientToken: a token is only remembered for a while, and
-moto (our emulator) ignores it altogether (clouds.md §E.1).
+moto (our emulator) ignores it altogether (clouds.md §E.1). A gang's node is launched into
+its cluster placement group (``placement.py``), which the create makes first if missing.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from providers.aws.errors import from_botocore
+from providers.aws.placement import ensure_placement_group
 from providers.aws.session import AwsSession
 from providers.aws.tags import client_token, tag_list, tags_of
 from providers.base import (
     MANAGED_VALUE,
     TAG_INTENT,
     TAG_MANAGED,
+    TAG_PLACEMENT,
     CloudNode,
     CreateResult,
     InstanceStatus,
@@ -46,11 +49,19 @@ def create_node(sess: AwsSession, request: NodeRequest, image_id: str) -> Create
     if found is not None:
         return CreateResult(found, created=False)
     tags = {**request.tags, TAG_INTENT: request.intent_id, TAG_MANAGED: MANAGED_VALUE}
-    return CreateResult(_run(sess, request, image_id, tags), created=True)
+    group = None
+    if request.placement_group:
+        group = ensure_placement_group(sess, request)
+        tags[TAG_PLACEMENT] = request.placement_group
+    return CreateResult(_run(sess, request, image_id, tags, group), created=True)
 
 
 def _run(
-    sess: AwsSession, request: NodeRequest, image_id: str, tags: Mapping[str, str]
+    sess: AwsSession,
+    request: NodeRequest,
+    image_id: str,
+    tags: Mapping[str, str],
+    group: str | None,
 ) -> CloudNode:
     tagged = tag_list(tags)
     params: dict[str, Any] = {
@@ -64,8 +75,13 @@ def _run(
             {"ResourceType": "volume", "Tags": tagged},
         ],
     }
+    placement: dict[str, str] = {}
     if request.zone:
-        params["Placement"] = {"AvailabilityZone": request.zone}
+        placement["AvailabilityZone"] = request.zone
+    if group:  # without a zone, the group's first instance picks the AZ for the rest
+        placement["GroupName"] = group
+    if placement:
+        params["Placement"] = placement
     if request.user_data:
         params["UserData"] = request.user_data  # boto3 base64-encodes it
     if request.reservation:

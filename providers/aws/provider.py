@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from providers.aws import images, instances, objects, offerings
+from providers.aws import images, instances, objects, offerings, placement
 from providers.aws.session import AwsSession
 from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
 from providers.errors import InvalidRequest
@@ -117,6 +117,12 @@ class AwsProvider:
             lambda: objects.copy_object(
                 self.session, self.session.home_region, source_uri, dest_uri
             ),
+        )
+
+    def delete_placement_group(self, region: str, placement_group: str) -> None:
+        self._retried(
+            f"delete placement group {placement_group}",
+            lambda: placement.delete_placement_group(self.session, region, placement_group),
         )
 
     def base_image(self, region: str) -> str:

@@ -16,6 +16,8 @@ GCP code / reason (where)                                    -> typed error (sco
 - 401 authError; 403 forbidden, insufficientPermissions,
   accessNotConfigured; impersonation refused                 -> AuthFailed (account)
 - 404 notFound                                               -> NotFound
+- 400 resourceInUseByAnotherResource (e.g. a placement
+  policy that instances still use)                           -> InUse
 - "machine type ... does not exist in zone" (400)            -> InvalidRequest (zone)
 - other 4xx                                                  -> InvalidRequest (request)
 - 5xx, connection reset, timeout                             -> TransientError (retryable)
@@ -40,6 +42,7 @@ from typing import Any
 from providers.errors import (
     AuthFailed,
     CapacityUnavailable,
+    InUse,
     InvalidRequest,
     NotFound,
     ProviderError,
@@ -71,6 +74,9 @@ AUTH_REASONS = frozenset(
     }
 )
 ALREADY_EXISTS = "alreadyExists"
+# "The resource_policy resource '…' is already being used by '…'" (400; seen deleting an
+# attached policy, hashicorp/terraform-provider-google#11260).
+IN_USE_REASONS = frozenset({"resourceInUseByAnotherResource"})
 TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
 DEFAULT_RETRY_AFTER_S = 1.0
 
@@ -206,6 +212,8 @@ def from_http(
         return NotFound(message, code=reason or "notFound", **_at(where))
     if status in TRANSIENT_STATUSES or status >= 500:
         return TransientError(message, code=reason or str(status), retryable=True, **_at(where))
+    if any(r in IN_USE_REASONS for r in reasons):
+        return InUse(message, code=reason, **_at(where))
     if "does not exist in zone" in message:  # machine type not offered there: never will be
         return InvalidRequest(message, code=reason or str(status), scope=Scope.ZONE, **_at(where))
     return InvalidRequest(message, code=reason or str(status), **_at(where))

@@ -23,6 +23,9 @@ clouds.md §D.4), and every call here is sent once (``retry=None``):
    that crashes half-way walks the same tokens again and meets its own operation.
 4. Wait for the operation (bounded) and always check its ``error``: a stockout
    (ZONE_RESOURCE_POOL_EXHAUSTED) lives only there (§A.4).
+
+A gang's node names its compact placement policy in ``resourcePolicies``; the policy is
+found or made (``placement.py``) after the find and before the insert.
 """
 
 from __future__ import annotations
@@ -34,9 +37,17 @@ from typing import Any
 
 import structlog
 
-from providers.base import TAG_INTENT, CloudNode, CreateResult, InstanceStatus, NodeRequest
+from providers.base import (
+    TAG_INTENT,
+    TAG_PLACEMENT,
+    CloudNode,
+    CreateResult,
+    InstanceStatus,
+    NodeRequest,
+)
 from providers.errors import InvalidRequest, ProviderError, Scope, TransientError
 from providers.gcp import errors as gerr
+from providers.gcp.placement import GcpPlacement
 from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_zone_operation
 from providers.gcp.tags import (
     TAGS_METADATA_KEY,
@@ -87,11 +98,13 @@ class GcpInstances:
         session: GcpSession,
         *,
         base_image: str,
+        placement: GcpPlacement,
         op_deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.session = session
         self.base_image = base_image
+        self.placement = placement
         # dstack waits 30 s for a capacity error to show up; A3 inserts usually finish (or
         # fail) well within 2 min (clouds.md §A.4, §D.2).
         self.op_deadline_s = op_deadline_s
@@ -111,18 +124,19 @@ class GcpInstances:
             if found is not None:
                 return CreateResult(found, created=False)
             zone = req.zone or self._pick_zone(req.region, req.instance_type)
-            return self._insert(req, zone)
+            policy = self.placement.ensure(req) if req.placement_group else None
+            return self._insert(req, zone, policy)
         except ProviderError:
             raise
         except Exception as exc:
             raise gerr.from_exception(exc, where) from exc
 
-    def _insert(self, req: NodeRequest, zone: str) -> CreateResult:
+    def _insert(self, req: NodeRequest, zone: str, policy: str | None) -> CreateResult:
         from google.cloud import compute_v1
 
         where = gerr.Where(req.region, zone, req.instance_type)
         name = vm_name(req.intent_id)
-        resource = self._instance_resource(req, zone, name)
+        resource = self._instance_resource(req, zone, name, policy)
         rid = request_id(req.intent_id)
         spent: Any = None
         for _ in range(MAX_TOKEN_CHAIN):
@@ -202,10 +216,12 @@ class GcpInstances:
             zone=zone,
         )
 
-    def _instance_resource(self, req: NodeRequest, zone: str, name: str) -> Any:
+    def _instance_resource(self, req: NodeRequest, zone: str, name: str, policy: str | None) -> Any:
         from google.cloud import compute_v1
 
         tags = {**req.tags, TAG_INTENT: req.intent_id}
+        if req.placement_group:
+            tags[TAG_PLACEMENT] = req.placement_group
         items = [compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True))]
         if req.user_data:
             items.append(compute_v1.Items(key=USER_DATA_METADATA_KEY, value=req.user_data))
@@ -231,6 +247,8 @@ class GcpInstances:
                 automatic_restart=True,
             ),
         )
+        if policy:
+            resource.resource_policies = [policy]
         if req.reservation:
             resource.reservation_affinity = compute_v1.ReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION",

@@ -21,6 +21,7 @@ from providers.gcp.images import GcpImages
 from providers.gcp.instances import GcpInstances
 from providers.gcp.objects import GcsCopier
 from providers.gcp.offerings import list_offerings
+from providers.gcp.placement import GcpPlacement
 from providers.gcp.session import GcpSession
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 from schema.policy import Account
@@ -53,9 +54,11 @@ class GcpProvider:
         self.base_image = base_image or (
             f"projects/{session.project}/global/images/family/{BASE_IMAGE_FAMILY}"
         )
+        self.placement = GcpPlacement(session, op_deadline_s=op_deadline_s, sleep=sleep)
         self.instances = GcpInstances(
             session,
             base_image=self.base_image,
+            placement=self.placement,
             op_deadline_s=op_deadline_s,
             sleep=sleep,
         )
@@ -111,6 +114,12 @@ class GcpProvider:
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
         self._retried("gcs copy", lambda: self.objects.copy(source_uri, dest_uri))
+
+    def delete_placement_group(self, region: str, placement_group: str) -> None:
+        self._retried(
+            f"delete placement policy {placement_group}",
+            lambda: self.placement.delete(region, placement_group),
+        )
 
 
 def build_provider(

@@ -16,7 +16,8 @@ Tokens live only inside the google-auth credential objects, in memory, until the
 nothing here stores or logs one, and ``repr`` of the session shows references only.
 
 Every client is the REST transport, and callers poll operations with *our own*
-``ZoneOperationsClient``/``GlobalOperationsClient`` built with the same options (§E.2
+``ZoneOperationsClient``/``RegionOperationsClient``/``GlobalOperationsClient`` built with the
+same options (§E.2
 pitfall 1: the ExtendedOperation's internal client ignores ``client_options``).
 
 Operations are waited for here too, with those clients: ``zoneOperations.wait`` /
@@ -51,7 +52,9 @@ EMULATOR_SOURCE_TOKEN = "gpucap-emulator-source-identity"
 CLIENTS = (
     "InstancesClient",
     "ZoneOperationsClient",
+    "RegionOperationsClient",
     "GlobalOperationsClient",
+    "ResourcePoliciesClient",
     "MachineTypesClient",
     "ZonesClient",
     "RegionsClient",
@@ -212,6 +215,30 @@ def wait_zone_operation(
         op,
         lambda name: client.wait(
             project=session.project, zone=zone, operation=name, retry=None, timeout=CALL_TIMEOUT_S
+        ),
+        deadline_s,
+        sleep,
+    )
+
+
+def wait_region_operation(
+    session: GcpSession,
+    region: str,
+    op: Any,
+    *,
+    deadline_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Any | None:
+    """The finished operation, or None when it is still running at the deadline."""
+    client = session.client("RegionOperationsClient")
+    return _loop(
+        op,
+        lambda name: client.wait(
+            project=session.project,
+            region=region,
+            operation=name,
+            retry=None,
+            timeout=CALL_TIMEOUT_S,
         ),
         deadline_s,
         sleep,

@@ -13,6 +13,9 @@ a different request. A re-create of a terminated intent would get the dead insta
 the 409, when it is placed elsewhere this time), so the token is then chained, to the dead
 instance's OCID or to a digest of the new request (deterministic, so crash-safe), and the
 launch repeated.
+
+A gang's node is launched into the gang's fault domain (``placement.py``), in the request's
+availability domain, or, when the request names none, in the AD of a live node of the gang.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from providers.base import (
     MANAGED_VALUE,
     TAG_INTENT,
     TAG_MANAGED,
+    TAG_PLACEMENT,
     CloudNode,
     CreateResult,
     InstanceStatus,
@@ -44,6 +48,7 @@ from providers.errors import (
 )
 from providers.oci.errors import Target, Where, is_retry_token_conflict
 from providers.oci.offerings import availability_domains, host_availability, offered_shapes
+from providers.oci.placement import fault_domain
 from providers.oci.session import OciSession
 from providers.oci.tags import retry_token, tags_of
 from providers.retry import is_retryable
@@ -84,6 +89,8 @@ def to_node(inst: Any, region: str, private_ip: str | None = None) -> CloudNode:
 def _launch_digest(req: NodeRequest, zone: str, image: str, subnet: str) -> str:
     parts = [zone, req.instance_type, image, subnet, req.user_data, req.reservation or ""]
     parts += [f"{k}={v}" for k, v in sorted(req.tags.items())]
+    if req.placement_group:  # only then, so a single node's digest is what it always was
+        parts.append(fault_domain(req.placement_group))
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
@@ -99,7 +106,7 @@ class Instances:
     # --- create ----------------------------------------------------------------------------
 
     def create(self, req: NodeRequest) -> CreateResult:
-        zone = req.zone or self._pick_zone(req)
+        zone = req.zone or self._gang_zone(req) or self._pick_zone(req)
         where = Where(region=req.region, zone=zone, instance_type=req.instance_type)
         image = req.image or self.base_image(req.region, req.instance_type, where)
         subnet = self._subnet(req.region, zone, where)
@@ -152,6 +159,8 @@ class Instances:
 
         m = oci.core.models
         tags = {**req.tags, TAG_INTENT: req.intent_id, TAG_MANAGED: MANAGED_VALUE}
+        if req.placement_group:
+            tags[TAG_PLACEMENT] = req.placement_group
         metadata = {}
         if req.user_data:
             metadata["user_data"] = base64.b64encode(req.user_data.encode()).decode()
@@ -163,6 +172,7 @@ class Instances:
             freeform_tags=tags,
             metadata=metadata,
             capacity_reservation_id=req.reservation,
+            fault_domain=fault_domain(req.placement_group) if req.placement_group else None,
             source_details=m.InstanceSourceViaImageDetails(image_id=image),
             create_vnic_details=m.CreateVnicDetails(subnet_id=subnet, assign_public_ip=False),
         )
@@ -201,6 +211,24 @@ class Instances:
         ]
 
     # --- placement inputs ------------------------------------------------------------------
+
+    def _gang_zone(self, req: NodeRequest) -> str | None:
+        """The AD of a live node of the request's gang: the rest of it must follow (the free
+        host probe of ``_pick_zone`` may answer differently from one node to the next)."""
+        if not req.placement_group:
+            return None
+        live = [
+            i
+            for i in self.session.list_all(
+                "list_instances",
+                self.session.compute(req.region).list_instances,
+                self.session.compartment_id,
+                where=Where(region=req.region, instance_type=req.instance_type),
+            )
+            if i.lifecycle_state not in _GONE
+            and (i.freeform_tags or {}).get(TAG_PLACEMENT) == req.placement_group
+        ]
+        return str(min(live, key=lambda i: i.time_created).availability_domain) if live else None
 
     def _pick_zone(self, req: NodeRequest) -> str:
         """No AD requested: the first AD that offers the shape and reports free hosts, else

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
+from providers.oci import placement
 from providers.oci.images import Images
 from providers.oci.instances import Instances
 from providers.oci.objects import Objects
@@ -86,6 +87,10 @@ class OciProvider:
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
         self._retried("copy_object", lambda: self._objects.copy(source_uri, dest_uri))
+
+    def delete_placement_group(self, region: str, placement_group: str) -> None:
+        # No API call: OCI has no placement object (placement.py), so nothing to retry.
+        placement.delete_placement_group(region, placement_group)
 
 
 def build_provider(

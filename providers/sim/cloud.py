@@ -16,6 +16,8 @@ from providers.base import InstanceStatus
 from providers.errors import (
     AuthFailed,
     CapacityUnavailable,
+    InUse,
+    InvalidRequest,
     ProviderError,
     QuotaExceeded,
     Scope,
@@ -51,6 +53,7 @@ class SimInstance:
     created_at: float
     terminate_requested_at: float | None = None
     user_data: str = ""  # as the create sent it (kept, as a cloud keeps it)
+    placement_group: str | None = None  # the placement object's name, for a gang's node
 
 
 @dataclass
@@ -92,17 +95,24 @@ class SimCloud:
     quota: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Stock per (cloud, zone, instance type), within the region's: a zone stockout.
     zone_capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Where an instance's engine is reached (None: a made-up 10.0.x.y that nothing answers;
+    # the daemon then probes through ``serving``). Tests point it at engines on loopback.
+    address_of: Callable[[SimInstance], str] | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self.instances: dict[str, SimInstance] = {}
         self.images: dict[str, SimImage] = {}
+        # A gang's placement object (an AWS placement group, a GCP placement policy), by
+        # (account, region, name) -> its ownership tags.
+        self.placement_groups: dict[tuple[str, str, str], dict[str, str]] = {}
         self.objects: dict[str, int] = {}
         self.object_data: dict[str, bytes] = {}  # bodies, for objects put with data
         self._faults: dict[tuple[Cloud, str], list[_Fault]] = defaultdict(list)
         self._tokens: dict[tuple[str, str], str] = {}  # (account, token) -> instance id
         self._hung: set[str] = set()  # instances whose model server never answers
+        self._held: dict[str, int] = {}  # requests each instance's engine holds (default 0)
         self.create_calls = 0  # for load/accounting views, never asserted as a call log
 
     # ---- configuration -------------------------------------------------------------
@@ -200,6 +210,7 @@ class SimCloud:
         zone: str | None,
         tags: dict[str, str],
         user_data: str = "",
+        placement_group: str | None = None,
     ) -> tuple[SimInstance, bool]:
         with self._lock:
             self.create_calls += 1
@@ -210,22 +221,24 @@ class SimCloud:
                 return self.instances[known], False
             types = {t.name: t for t in INSTANCE_TYPES if t.cloud == cloud}
             if instance_type not in types:
-                from providers.errors import InvalidRequest
-
                 raise InvalidRequest(
                     f"{instance_type} is not a {cloud.value} instance type",
                     code="InvalidInstanceType",
                     instance_type=instance_type,
                 )
             if region not in REGIONS[cloud]:
-                from providers.errors import InvalidRequest
-
                 raise InvalidRequest(f"unknown region {region}", code="InvalidRegion")
             zones = zones_of(cloud, region)
             if zone is not None and zone not in zones:
-                from providers.errors import InvalidRequest
-
                 raise InvalidRequest(f"zone {zone} is not in {region}", code="InvalidZone")
+            if placement_group is not None:
+                if (account, region, placement_group) not in self.placement_groups:
+                    raise InvalidRequest(
+                        f"placement group {placement_group} does not exist in {region}",
+                        code="SimUnknownPlacementGroup",
+                    )
+                # A cluster group keeps one zone: its first member's (AWS pins it so).
+                zone = zone or self._member_zone(account, region, placement_group)
             if self.in_use(cloud, region, instance_type) >= self.limit(
                 cloud, region, instance_type
             ):
@@ -269,6 +282,7 @@ class SimCloud:
                 tags=dict(tags),
                 created_at=self.clock(),
                 user_data=user_data,
+                placement_group=placement_group,
             )
             self.instances[inst.instance_id] = inst
             self._tokens[(account, intent_id)] = inst.instance_id
@@ -320,6 +334,39 @@ class SimCloud:
                 err = AuthFailed("injected auth failure", code="SimAuth", scope=Scope.ACCOUNT)
         raise err
 
+    def _members(self, account: str, region: str, name: str) -> list[SimInstance]:
+        """The group's instances that are not terminated (stopping ones still count)."""
+        return [
+            i
+            for i in self.instances.values()
+            if (i.account, i.region, i.placement_group) == (account, region, name)
+            and self.status(i) != InstanceStatus.TERMINATED
+        ]
+
+    def _member_zone(self, account: str, region: str, name: str) -> str | None:
+        members = self._members(account, region, name)
+        return min(members, key=lambda i: i.created_at).zone if members else None
+
+    def ensure_placement_group(
+        self, account: str, region: str, name: str, tags: dict[str, str]
+    ) -> None:
+        """Find-or-create: an existing group (same name) is kept as it is."""
+        with self._lock:
+            self.placement_groups.setdefault((account, region, name), dict(tags))
+
+    def delete_placement_group(self, account: str, region: str, name: str) -> None:
+        """Gone already is success; a group with members left raises InUse."""
+        with self._lock:
+            if (account, region, name) not in self.placement_groups:
+                return
+            if self._members(account, region, name):
+                raise InUse(
+                    f"placement group {name} still has instances",
+                    code="SimPlacementGroupInUse",
+                    region=region,
+                )
+            del self.placement_groups[(account, region, name)]
+
     def terminate(self, account: str, instance_id: str) -> None:
         with self._lock:
             inst = self.instances.get(instance_id)
@@ -333,6 +380,15 @@ class SimCloud:
         that never load): only the daemon's provision timeout gets rid of it."""
         with self._lock:
             self._hung.add(instance_id)
+
+    def hold(self, instance_id: str, requests: int) -> None:
+        """The instance's engine holds this many requests (a drain waits for them)."""
+        with self._lock:
+            self._held[instance_id] = requests
+
+    def held(self, instance_id: str) -> int:
+        with self._lock:
+            return self._held.get(instance_id, 0)
 
     def interrupt(self, instance_id: str) -> None:
         """The cloud takes an instance back on its own (a spot interruption, a host that

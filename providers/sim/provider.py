@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 
 from providers.base import (
     TAG_INTENT,
+    TAG_PLACEMENT,
     CloudNode,
     CreateResult,
     Image,
     InstanceStatus,
     NodeRequest,
     Offering,
+    placement_name,
+    placement_tags,
 )
 from providers.errors import InvalidRequest, NotFound
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
@@ -39,7 +42,7 @@ class SimProvider:
             zone=inst.zone,
             status=self.world.status(inst),
             tags=dict(inst.tags),
-            private_ip=_private_ip(inst.instance_id),
+            private_ip=(self.world.address_of or _private_ip)(inst),
         )
 
     def _mine(self) -> list[SimInstance]:
@@ -63,6 +66,13 @@ class SimProvider:
                     InstanceStatus.STOPPING,
                 ):
                     return CreateResult(self._node(inst), created=False)
+            group = None
+            if request.placement_group:  # like a cloud: the group first, then the launch
+                group = placement_name(request.placement_group)
+                tags[TAG_PLACEMENT] = request.placement_group
+                self.world.ensure_placement_group(
+                    self.account, request.region, group, placement_tags(request)
+                )
             inst, created = self.world.launch(
                 self.cloud,
                 self.account,
@@ -72,6 +82,7 @@ class SimProvider:
                 zone=request.zone,
                 tags=tags,
                 user_data=request.user_data,
+                placement_group=group,
             )
             return CreateResult(self._node(inst), created=created)
 
@@ -147,6 +158,9 @@ class SimProvider:
             if img is not None and img.region == region:
                 del self.world.images[image_id]
 
+    def delete_placement_group(self, region: str, placement_group: str) -> None:
+        self.world.delete_placement_group(self.account, region, placement_name(placement_group))
+
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
         with self.world.lock:
             if source_uri not in self.world.objects:
@@ -156,7 +170,7 @@ class SimProvider:
                 self.world.object_data[dest_uri] = self.world.object_data[source_uri]
 
 
-def _private_ip(instance_id: str) -> str:
+def _private_ip(inst: SimInstance) -> str:
     """A stable made-up address per instance (10.0.x.y)."""
-    n = int(instance_id[-6:])
+    n = int(inst.instance_id[-6:])
     return f"10.0.{n // 250}.{n % 250}"

@@ -593,7 +593,7 @@ def test_ready_replicas_are_listed_for_routers_and_prometheus(loop, world, store
         "__metrics_path__": "/metrics",
     }
 
-    svc.drain_node(nodes[0].id, "test")  # no new traffic from here on
+    svc.drain_node(nodes[0].id, "test", immediate=True)  # no new traffic from here on
     try:
         with ControlPlaneClient(grpc_addr) as c:
             left = c.stub.ListEndpoints(pb.ListEndpointsRequest(model="chat-8b")).endpoints

@@ -113,7 +113,12 @@ def test_drain_node(
     rid = add_replica(sqlite_store, "deepseek-r1", EAST, "ready", ["ready", "ready"])
     stub = client.stub
 
-    resp = stub.DrainNode(pb.DrainNodeRequest(node_id=f"{rid}-n0", reason="flaky NVLink"))
+    surge = stub.DrainNode(pb.DrainNodeRequest(node_id=f"{rid}-n0", reason="flaky NVLink"))
+    assert (surge.changed, list(surge.drained), surge.node.state) == (True, [], "ready")
+    assert "retiring" in surge.message
+    resp = stub.DrainNode(
+        pb.DrainNodeRequest(node_id=f"{rid}-n0", reason="flaky NVLink", immediate=True)
+    )
     assert resp.changed and list(resp.drained) == [f"{rid}-n0", f"{rid}-n1"]
     assert (resp.node.id, resp.node.state, resp.node.model) == (
         f"{rid}-n0",

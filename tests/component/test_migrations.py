@@ -20,7 +20,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, select, text
+from sqlalchemy import Column, Integer, MetaData, String, inspect, select, text
 from sqlalchemy.pool import NullPool
 from typer.testing import CliRunner
 
@@ -37,7 +37,7 @@ from controlplane.store.migrate import (
     upgrade,
 )
 from controlplane.store.models import Base, Customer, Node
-from tests.component.test_store import _node, _seed_parents
+from tests.component.test_store import _insert_present, _node, _seed_parents
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_TABLES = set(Base.metadata.tables)
@@ -212,16 +212,12 @@ def test_0002_stamps_failed_at_on_nodes_the_provision_timeout_drained(db_url: st
     try:
         with store.session() as s:
             _seed_parents(s)
-            # Only the columns 0001 made (the ORM's table has more since); the ORM's types.
-            table = Table("nodes", MetaData(), autoload_with=s.connection())
-            orm = Node.__table__
             for name, cols in nodes.items():
                 row = _node(name, f"tok-{name}")
                 row.draining_at = drained
                 for column, value in cols.items():
                     setattr(row, column, value)
-                values = {c.name: row.__dict__[c.name] for c in table.c if c.name in row.__dict__}
-                s.execute(orm.insert().values(**values))
+                _insert_present(s, [row])
     finally:
         store.close()
 

@@ -109,7 +109,16 @@ def test_drain_node_drains_its_whole_gang_once(svc: ControlPlaneService, store: 
     gang = add_replica(store, "deepseek-r1", EAST, "ready", ["ready", "ready"])
     other = add_replica(store, "llama-70b", EAST, "ready", ["ready"])
 
-    result = svc.drain_node(f"{gang}-n1", reason="bad GPU (Xid 79)")
+    # By default a ready replica retires: it serves on (still ready, both nodes) and no
+    # longer counts as the model's, so placement launches its replacement first.
+    surge = svc.drain_node(f"{gang}-n1", reason="bad GPU (Xid 79)")
+    assert (surge.changed, surge.drained) == (True, [])
+    assert surge.message.startswith(f"node {gang}-n1 retiring (replica {gang} of deepseek-r1")
+    assert _states(store, gang) == ("ready", {f"{gang}-n0": "ready", f"{gang}-n1": "ready"})
+    assert svc.get_model("acme", "deepseek-r1").ready == 1  # it still serves
+    assert not svc.drain_node(f"{gang}-n0").changed  # already retiring
+
+    result = svc.drain_node(f"{gang}-n1", reason="bad GPU (Xid 79)", immediate=True)
     assert result.changed
     assert result.drained == [f"{gang}-n0", f"{gang}-n1"]
     assert (result.node.row.state, result.node.model) == ("draining", "deepseek-r1")

@@ -13,6 +13,7 @@ worked cannot fail.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal, Protocol, runtime_checkable
 
 from providers.base import Provider
@@ -39,6 +40,9 @@ class Harness(Protocol):
     retry_budget: int
     # A well-formed instance id that the emulator has never issued (terminate must accept it).
     unknown_instance_id: str
+    # Whether the cloud has a placement object for a gang (AWS placement group, GCP compact
+    # placement policy, the simulator's group); OCI has none (fault domain + AD instead).
+    has_placement_objects: bool
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         """Make the next ``count`` create calls (only those in ``zone`` when given) fail with
@@ -59,6 +63,24 @@ class Harness(Protocol):
 
     def user_data_of(self, instance_id: str) -> str:
         """The user data the cloud holds for the instance, decoded (ground truth)."""
+        ...
+
+    def placement_of(self, instance_id: str) -> str | None:
+        """Where the cloud says the instance is placed, read from the emulator with the
+        cloud's own API shape: AWS ``Placement.GroupName``, GCP the names of the instance's
+        ``resourcePolicies``, the simulator its group; ``None`` when it is in none. OCI:
+        ``"<availability domain>/<fault domain>"`` (every OCI instance has both)."""
+        ...
+
+    def placement_objects(self) -> Mapping[str, Mapping[str, str]]:
+        """Every placement object the emulator holds for this account, by name, with the
+        ownership tags it carries (AWS tags, GCP the JSON in ``description``); OCI: none."""
+        ...
+
+    def drop_next_placement_create(self) -> bool:
+        """The next placement-object create succeeds at the emulator but its response is
+        lost. False (and nothing armed) where no such request exists on a wire (OCI makes no
+        object; the simulator has no wire)."""
         ...
 
     def crash_after_create(self) -> None:

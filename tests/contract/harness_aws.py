@@ -6,7 +6,7 @@ proxy or the adapter."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +33,15 @@ class AwsHarness:
     provider: AwsProvider
     direct_ec2: Any
     direct_s3: Any
+    # moto 5.2.5 has no placement groups: the proxy in front of it plays them
+    # (tests/fakes/moto_server.py PlacementGroups), so placement is read through the proxy.
+    placement_ec2: Any
     region: str = REGION
     zone: str = "us-east-1a"
     instance_type: str = "p5.48xlarge"
     retry_budget: int = CONTRACT_RETRY.max_attempts
     unknown_instance_id: str = "i-0badc0ffee0000000"
+    has_placement_objects: bool = True
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         code, status = HARNESS_FAULTS[fault]
@@ -61,6 +65,19 @@ class AwsHarness:
         )
         value = attr.get("UserData", {}).get("Value")
         return base64.b64decode(value).decode() if value else ""
+
+    def placement_of(self, instance_id: str) -> str | None:
+        resp = self.placement_ec2.describe_instances(InstanceIds=[instance_id])
+        inst = resp["Reservations"][0]["Instances"][0]
+        return (inst.get("Placement") or {}).get("GroupName") or None
+
+    def placement_objects(self) -> Mapping[str, Mapping[str, str]]:
+        groups = self.placement_ec2.describe_placement_groups()["PlacementGroups"]
+        return {g["GroupName"]: {t["Key"]: t["Value"] for t in g.get("Tags", [])} for g in groups}
+
+    def drop_next_placement_create(self) -> bool:
+        self.emulator.drop_next_response("CreatePlacementGroup")
+        return True
 
     def crash_after_create(self) -> None:
         self.emulator.drop_next_response("RunInstances")
@@ -102,4 +119,11 @@ def aws_harness(moto: MotoEmulator) -> Iterator[AwsHarness]:
         images={REGION: base_ami(ec2)},
         retry=CONTRACT_RETRY,
     )
-    yield AwsHarness(emulator=moto, provider=provider, direct_ec2=ec2, direct_s3=s3)
+    placement_ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto.endpoint_url)
+    yield AwsHarness(
+        emulator=moto,
+        provider=provider,
+        direct_ec2=ec2,
+        direct_s3=s3,
+        placement_ec2=placement_ec2,
+    )

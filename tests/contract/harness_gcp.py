@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -60,6 +60,7 @@ class GcpHarness:
     instance_type: str = INSTANCE_TYPE
     retry_budget: int = CONTRACT_RETRY.max_attempts
     unknown_instance_id: str = f"{ZONE}/gpucap-never-made/4242"
+    has_placement_objects: bool = True
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(WIRE_FAULT[fault], count=count, zone=zone)
@@ -80,6 +81,24 @@ class GcpHarness:
                 items = (i.get("metadata") or {}).get("items") or []
                 return next((x["value"] for x in items if x["key"] == USER_DATA_METADATA_KEY), "")
         return ""
+
+    def placement_of(self, instance_id: str) -> str | None:
+        for i in self.fake.live_instances(self.project):
+            if i.get("name") in instance_id.split("/"):
+                names = sorted(link.rsplit("/", 1)[-1] for link in i.get("resourcePolicies", []))
+                return ",".join(names) or None
+        return None
+
+    def placement_objects(self) -> Mapping[str, Mapping[str, str]]:
+        # Resource policies have no labels: the ownership tags are the JSON description.
+        return {
+            r["name"]: json.loads(r["description"] or "{}")
+            for r in self.fake.policies(self.project)
+        }
+
+    def drop_next_placement_create(self) -> bool:
+        self.fake.inject("drop", method="resourcePolicies.insert")
+        return True
 
     def crash_after_create(self) -> None:
         self.fake.inject("drop")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +137,7 @@ class OciHarness:
     retry_budget = TEST_RETRY.max_attempts
     # Well-formed, in the region's OCID form, never issued by the fake.
     unknown_instance_id = "ocid1.instance.oc1.iad.neverissued0000000000000000000000"
+    has_placement_objects = False  # a gang is one AD and one fault domain, no object
 
     def __init__(self, world: OciWorld) -> None:
         self.world = world
@@ -164,6 +165,18 @@ class OciHarness:
                 value = (i.get("metadata") or {}).get("user_data")
                 return base64.b64decode(value).decode() if value else ""
         return ""
+
+    def placement_of(self, instance_id: str) -> str | None:
+        for i in self.fake.instances():
+            if i["id"] == instance_id:
+                return f"{i['availabilityDomain']}/{i['faultDomain']}"
+        return None
+
+    def placement_objects(self) -> Mapping[str, Mapping[str, str]]:
+        return {}
+
+    def drop_next_placement_create(self) -> bool:
+        return False
 
     def crash_after_create(self) -> None:
         self.fake.drop_next_response("LaunchInstance")

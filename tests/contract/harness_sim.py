@@ -3,7 +3,7 @@ emulator, and its own fault injection stands in for the HTTP-level one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -22,6 +22,7 @@ class SimHarness:
     instance_type: str = "p5.48xlarge"
     retry_budget: int = CONTRACT_RETRY.max_attempts
     unknown_instance_id: str = "sim-aws-999999"
+    has_placement_objects: bool = True
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.world.inject(self.provider.cloud, self.provider.account, fault, count, zone)
@@ -35,6 +36,20 @@ class SimHarness:
     def user_data_of(self, instance_id: str) -> str:
         inst = self.world.instances.get(instance_id)
         return inst.user_data if inst is not None else ""
+
+    def placement_of(self, instance_id: str) -> str | None:
+        inst = self.world.instances.get(instance_id)
+        return inst.placement_group if inst is not None else None
+
+    def placement_objects(self) -> Mapping[str, Mapping[str, str]]:
+        return {
+            name: dict(tags)
+            for (account, _, name), tags in self.world.placement_groups.items()
+            if account == self.provider.account
+        }
+
+    def drop_next_placement_create(self) -> bool:
+        return False
 
     def crash_after_create(self) -> None:
         self.world.inject(self.provider.cloud, self.provider.account, "crash_after_create")

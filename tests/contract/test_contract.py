@@ -16,16 +16,21 @@ from bootstrap import render
 from controlplane.api.fit import usable_pools
 from controlplane.node_boot import node_boot
 from providers.base import (
+    MANAGED_VALUE,
     TAG_INTENT,
+    TAG_MANAGED,
+    TAG_PLACEMENT,
     TAG_POOL,
     CloudNode,
     InstanceStatus,
     NodeRequest,
     ownership_tags,
+    placement_name,
 )
 from providers.errors import (
     AuthFailed,
     CapacityUnavailable,
+    InUse,
     ProviderError,
     QuotaExceeded,
     Scope,
@@ -301,3 +306,109 @@ def test_a_create_carries_the_rendered_user_data_and_no_credential(harness: Harn
     for acct in policy.accounts:
         for ref in acct.credentials.model_dump(exclude_none=True).values():
             assert str(ref) not in held
+
+
+# --- gangs: co-located placement -------------------------------------------------------
+
+
+def _gang_key() -> str:
+    return f"r-{uuid.uuid4().hex[:16]}"  # a replica id, the key the caller passes
+
+
+def _gang_request(h: Harness, key: str, *, pool: str | None = None) -> NodeRequest:
+    return replace(_request(h, pool=pool), placement_group=key)
+
+
+def test_the_nodes_of_a_gang_land_in_one_placement_object(harness: Harness) -> None:
+    key, pool = _gang_key(), f"pool-{uuid.uuid4().hex[:8]}"
+    before = set(harness.placement_objects())
+    a = harness.provider.create_node(_gang_request(harness, key, pool=pool)).node
+    b = harness.provider.create_node(_gang_request(harness, key, pool=pool)).node
+    assert a.instance_id != b.instance_id
+    where = harness.placement_of(a.instance_id)
+    assert where is not None and where == harness.placement_of(b.instance_id)
+    assert a.zone == b.zone == harness.zone
+    assert a.tags[TAG_PLACEMENT] == b.tags[TAG_PLACEMENT] == key
+    made = set(harness.placement_objects()) - before
+    if harness.has_placement_objects:
+        assert where == placement_name(key)  # as the cloud reports the instance
+        assert made == {placement_name(key)}  # the second node found the first's object
+        other = harness.provider.create_node(_gang_request(harness, _gang_key())).node
+        assert harness.placement_of(other.instance_id) not in (None, where)
+    else:  # OCI: the gang is its AD and fault domain, the request's AD
+        assert where.startswith(f"{harness.zone}/")
+        assert made == set()
+
+
+def test_a_retried_gang_create_makes_nothing_new(harness: Harness) -> None:
+    req = _gang_request(harness, _gang_key())
+    first = harness.provider.create_node(req)
+    objects = harness.placement_objects()
+    again = harness.provider.create_node(req)
+    assert first.created is True and again.created is False
+    assert again.node.instance_id == first.node.instance_id
+    assert harness.instances_with_intent(req.intent_id) == 1
+    assert harness.placement_objects() == objects
+
+
+def test_a_gang_create_after_a_lost_response_finds_the_instance(harness: Harness) -> None:
+    req = _gang_request(harness, _gang_key())
+    before = len(harness.placement_objects())
+    harness.crash_after_create()
+    try:
+        result = harness.provider.create_node(req)
+    except TransientError:
+        result = harness.provider.create_node(req)
+    assert result.created is False
+    assert harness.instances_with_intent(req.intent_id) == 1
+    assert len(harness.placement_objects()) == before + int(harness.has_placement_objects)
+    assert harness.placement_of(result.node.instance_id) is not None
+
+
+def test_a_lost_placement_create_response_is_found_on_the_retry(harness: Harness) -> None:
+    if not harness.drop_next_placement_create():
+        pytest.skip("this cloud sends no placement-object create over a wire")
+    key = _gang_key()
+    before = set(harness.placement_objects())
+    node = harness.provider.create_node(_gang_request(harness, key)).node
+    assert set(harness.placement_objects()) - before == {placement_name(key)}
+    assert harness.placement_of(node.instance_id) == placement_name(key)
+    assert harness.instances_with_intent(node.intent_id) == 1
+
+
+def test_the_placement_object_carries_the_ownership_tags(harness: Harness) -> None:
+    key = _gang_key()
+    req = _gang_request(harness, key)
+    harness.provider.create_node(req)
+    objects = harness.placement_objects()
+    if not harness.has_placement_objects:
+        assert objects == {}  # nothing was made, so nothing can leak untagged
+        return
+    expected = {k: v for k, v in req.tags.items() if k != TAG_INTENT}
+    expected |= {TAG_MANAGED: MANAGED_VALUE, TAG_PLACEMENT: key}
+    assert objects[placement_name(key)] == expected  # the gang's, not one node's intent
+
+
+def test_delete_placement_group_waits_for_the_nodes_and_is_idempotent(harness: Harness) -> None:
+    key = _gang_key()
+    nodes = [harness.provider.create_node(_gang_request(harness, key)).node for _ in range(2)]
+    if harness.has_placement_objects:
+        with pytest.raises(InUse) as info:
+            harness.provider.delete_placement_group(harness.region, key)
+        assert info.value.retryable is False
+        assert placement_name(key) in harness.placement_objects()  # nothing deleted
+    for n in nodes:
+        harness.provider.terminate_node(harness.region, n.instance_id)
+    harness.provider.delete_placement_group(harness.region, key)
+    assert placement_name(key) not in harness.placement_objects()
+    harness.provider.delete_placement_group(harness.region, key)  # again: still fine
+    harness.provider.delete_placement_group(harness.region, _gang_key())  # never made
+
+
+def test_a_single_node_request_is_placed_as_before(harness: Harness) -> None:
+    before = harness.placement_objects()
+    node = harness.provider.create_node(_request(harness)).node
+    assert TAG_PLACEMENT not in node.tags
+    assert harness.placement_objects() == before
+    if harness.has_placement_objects:
+        assert harness.placement_of(node.instance_id) is None

@@ -23,6 +23,7 @@ MODULES = {
     "session",  # credentials and fail-fast SDK clients
     "errors",  # the only place that knows the cloud's error codes
     "instances",
+    "placement",  # a gang's placement object (AWS group, GCP policy; OCI: a fault domain)
     "offerings",
     "images",
     "objects",

@@ -21,7 +21,14 @@ def test_drain_marks_the_node_and_its_replica(gpucap: Gpucap, api: Daemon) -> No
     rid = add_replica(api.store, "llama-70b", EAST, "ready", ["ready"])
     node = f"{rid}-n0"
 
-    drained = gpucap("drain", node, "--reason", "ECC errors")
+    surge = gpucap("drain", node, "--reason", "ECC errors")
+    assert surge.exit_code == 0, surge.output
+    assert surge.stdout.startswith(f"node {node} retiring (replica {rid} of llama-70b")
+    assert "serves until its replacement is ready" in surge.stdout
+    nodes = json.loads(gpucap("nodes", "-o", "json").stdout)["nodes"]
+    assert [(n["id"], n["state"]) for n in nodes] == [(node, "ready")]
+
+    drained = gpucap("drain", node, "--reason", "ECC errors", "--now")
     assert drained.exit_code == 0, drained.output
     assert drained.stdout.startswith(f"node {node} draining (replica {rid} of llama-70b")
     assert "placement replaces the replica" in drained.stdout

@@ -13,6 +13,11 @@ API it
 - keeps instance names unique per zone (409 ``alreadyExists``), names being GCP's
   idempotency anchor (§A.1);
 - enforces regional GPU quotas on insert (403 ``quotaExceeded``), when a limit is set;
+- keeps regional resource policies (compact placement policies: ``groupPlacementPolicy``),
+  unique per project and region (409 ``alreadyExists``), created and deleted through region
+  operations; an instance naming one in ``resourcePolicies`` must find it in its own region
+  (else 404 / 400), holds it as a full URL, and keeps it from being deleted (400
+  ``resourceInUseByAnotherResource``) until the instance is gone;
 - enforces project access for restricted projects (403 ``forbidden``), and mints tokens for
   service-account impersonation (``generateAccessToken``) only for permitted callers.
 
@@ -105,7 +110,7 @@ class Fault:
 class Operation:
     name: str
     project: str
-    scope: str  # "zones/<zone>" or "global"
+    scope: str  # "zones/<zone>", "regions/<region>" or "global"
     kind: str  # insert | delete
     target_link: str
     target_id: str
@@ -140,6 +145,8 @@ class Operation:
         }
         if self.scope.startswith("zones/"):
             body["zone"] = f"{base}/projects/{self.project}/{self.scope}"
+        if self.scope.startswith("regions/"):
+            body["region"] = f"{base}/projects/{self.project}/{self.scope}"
         if self.status == "DONE":
             body["endTime"] = self.insert_time
             if self.error is not None:
@@ -234,6 +241,8 @@ class FakeGcp:
         self.operations: dict[tuple[str, str, str], Operation] = {}  # (project, scope, name)
         self.request_ids: dict[tuple[str, str], Operation] = {}  # (project, requestId)
         self.images: dict[tuple[str, str], dict[str, Any]] = {}  # (project, name)
+        # (project, region, name) -> resource policy
+        self.resource_policies: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.objects: dict[tuple[str, str], bytes] = {}  # (bucket, name)
         self.zone_status: dict[str, str] = {}  # zone -> "DOWN" to take a zone down
         # (project, region) -> metric -> limit; unset metrics are unlimited. Project-wide
@@ -289,6 +298,7 @@ class FakeGcp:
             self.operations.clear()
             self.request_ids.clear()
             self.images.clear()
+            self.resource_policies.clear()
             self.objects.clear()
             self.zone_status.clear()
             self.quota_limits.clear()
@@ -327,7 +337,8 @@ class FakeGcp:
 
         ``method`` is ``instances.insert`` by default (also: instances.get, instances.list,
         instances.delete, operations.get, images.insert, machineTypes.list, regions.get,
-        storage.rewrite, iam.generateAccessToken, or ``*`` for any request)."""
+        resourcePolicies.insert/get/list/delete, storage.rewrite, iam.generateAccessToken, or
+        ``*`` for any request)."""
         with self.lock:
             self.faults.append(Fault(kind, count, zone, method, seconds, skip))
 
@@ -381,6 +392,11 @@ class FakeGcp:
                 for (p, _, _), i in self.instances.items()
                 if (project is None or p == project) and i["status"] not in ("STOPPING",)
             ]
+
+    def policies(self, project: str) -> list[dict[str, Any]]:
+        """Ground truth for tests: the project's resource policies (any region)."""
+        with self.lock:
+            return [dict(r) for (p, _, _), r in self.resource_policies.items() if p == project]
 
     # -- fault plumbing -------------------------------------------------------------------
 
@@ -616,6 +632,7 @@ Route = tuple[str, re.Pattern[str], str]
 _P = r"(?P<project>[a-z][a-z0-9-]{3,61}[a-z0-9])"
 _Z = r"(?P<zone>[a-z0-9-]+)"
 _N = r"(?P<name>[^/?]+)"
+_R = r"(?P<region>[a-z0-9-]+)"
 ROUTES: list[Route] = [
     ("POST", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances$"), "insert"),
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances$"), "list"),
@@ -627,6 +644,28 @@ ROUTES: list[Route] = [
         "POST",
         re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/operations/{_N}/wait$"),
         "op_wait",
+    ),
+    ("GET", re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/operations/{_N}$"), "rop_get"),
+    (
+        "POST",
+        re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/operations/{_N}/wait$"),
+        "rop_wait",
+    ),
+    (
+        "POST",
+        re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/resourcePolicies$"),
+        "rp_insert",
+    ),
+    ("GET", re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/resourcePolicies$"), "rp_list"),
+    (
+        "GET",
+        re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/resourcePolicies/{_N}$"),
+        "rp_get",
+    ),
+    (
+        "DELETE",
+        re.compile(rf"^/compute/v1/projects/{_P}/regions/{_R}/resourcePolicies/{_N}$"),
+        "rp_delete",
     ),
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/global/operations/{_N}$"), "gop_get"),
     ("POST", re.compile(rf"^/compute/v1/projects/{_P}/global/operations/{_N}/wait$"), "gop_wait"),
@@ -673,6 +712,12 @@ FAULT_METHOD = {
     "agg_instances": "instances.aggregatedList",
     "op_get": "operations.get",
     "op_wait": "operations.wait",
+    "rop_get": "operations.get",
+    "rop_wait": "operations.wait",
+    "rp_insert": "resourcePolicies.insert",
+    "rp_list": "resourcePolicies.list",
+    "rp_get": "resourcePolicies.get",
+    "rp_delete": "resourcePolicies.delete",
     "gop_get": "operations.get",
     "gop_wait": "operations.wait",
     "mt_list": "machineTypes.list",
@@ -856,6 +901,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "alreadyExists",
                 )
             self._check_quota(project, region, mtype)
+            body = {**body, "resourcePolicies": self._policy_links(project, region, body)}
             link = f"{self.base}/projects/{project}/zones/{zone}/instances/{name}"
             iid = str(next(fake._ids))
             op = fake._new_op(project, f"zones/{zone}", "insert", link, iid)
@@ -874,6 +920,29 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None and fault.kind == "drop":
                 raise _DropConnection
             return 200, op.to_json(self.base)
+
+    def _policy_links(self, project: str, region: str, body: dict) -> list[str]:
+        """The instance's ``resourcePolicies`` as full URLs, each checked to exist in the
+        instance's own region (a partial or full URL may be sent, as in GCP)."""
+        out = []
+        for ref in body.get("resourcePolicies") or []:
+            m = re.search(r"projects/([^/]+)/regions/([^/]+)/resourcePolicies/([^/]+)$", ref)
+            if m is None:
+                raise HttpError(
+                    400, f"Invalid value for field 'resource.resourcePolicies': '{ref}'.", "invalid"
+                )
+            policy = self.fake.resource_policies.get((m[1], m[2], m[3]))
+            if policy is None:
+                raise _not_found(f"projects/{m[1]}/regions/{m[2]}/resourcePolicies/{m[3]}")
+            if m[2] != region:
+                raise HttpError(
+                    400,
+                    f"Invalid value for field 'resource.resourcePolicies': '{ref}'. Resource "
+                    f"policy must be in the same region as the instance ('{region}').",
+                    "invalid",
+                )
+            out.append(policy["selfLink"])
+        return out
 
     def _check_quota(self, project: str, region: str, mtype: str) -> None:
         fake = self.fake
@@ -934,6 +1003,7 @@ class _Handler(BaseHTTPRequestHandler):
             ],
             "scheduling": body.get("scheduling") or {},
             "reservationAffinity": body.get("reservationAffinity") or {},
+            "resourcePolicies": list(body.get("resourcePolicies") or []),
             "creationTimestamp": _now_rfc3339(),
             "selfLink": f"{base}/projects/{project}/zones/{zone}/instances/{name}",
         }
@@ -1041,6 +1111,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._op(p["project"], f"zones/{p['zone']}", p["name"]), wait=True
         )
 
+    def _h_rop_get(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        return 200, self._advance(
+            self._op(p["project"], f"regions/{p['region']}", p["name"]), wait=False
+        )
+
+    def _h_rop_wait(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        return 200, self._advance(
+            self._op(p["project"], f"regions/{p['region']}", p["name"]), wait=True
+        )
+
     def _h_gop_get(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
         self._maybe_sync_fault(fault, p)
         return 200, self._advance(self._op(p["project"], "global", p["name"]), wait=False)
@@ -1054,6 +1136,116 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.kind == "drop":
                 raise _DropConnection
             self.fake._sync_fault(fault, p.get("project", ""), p.get("zone"), "")
+
+    # -- resource policies (regional) ------------------------------------------------------
+
+    def _check_region(self, region: str) -> None:
+        if region not in self.fake.topology:
+            raise HttpError(
+                400, f"Invalid value for field 'region': '{region}'. Unknown region.", "invalid"
+            )
+
+    def _h_rp_insert(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        if fault is not None and fault.kind != "drop":
+            self._maybe_sync_fault(fault, p)
+        fake, project, region = self.fake, p["project"], p["region"]
+        self._authorize(project, "compute.resourcePolicies.create")
+        self._check_region(region)
+        with fake.lock:
+            rid = q.get("requestId", "")
+            if rid and (project, rid) in fake.request_ids:
+                return 200, fake.request_ids[(project, rid)].to_json(self.base)
+            name = body.get("name", "")
+            if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
+                raise HttpError(
+                    400, f"Invalid value for field 'resource.name': '{name}'.", "invalid"
+                )
+            kinds = ("groupPlacementPolicy", "snapshotSchedulePolicy", "instanceSchedulePolicy")
+            if not any(body.get(k) for k in kinds):
+                raise HttpError(
+                    400, "Invalid resource policy: exactly one policy must be set.", "invalid"
+                )
+            if (project, region, name) in fake.resource_policies:
+                raise HttpError(
+                    409,
+                    f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}'"
+                    " already exists",
+                    "alreadyExists",
+                )
+            link = f"{self.base}/projects/{project}/regions/{region}/resourcePolicies/{name}"
+            rid_ = str(next(fake._ids))
+            policy: dict[str, Any] = {
+                "kind": "compute#resourcePolicy",
+                "id": rid_,
+                "creationTimestamp": _now_rfc3339(),
+                "name": name,
+                "description": body.get("description", ""),
+                "region": f"{self.base}/projects/{project}/regions/{region}",
+                "selfLink": link,
+                "status": "READY",
+            }
+            policy.update({k: body[k] for k in kinds if body.get(k)})
+            fake.resource_policies[(project, region, name)] = policy
+            op = fake._new_op(project, f"regions/{region}", "insert", link, rid_)
+            if rid:
+                fake.request_ids[(project, rid)] = op
+            if fault is not None and fault.kind == "drop":
+                raise _DropConnection
+            return 200, op.to_json(self.base)
+
+    def _h_rp_get(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        project, region, name = p["project"], p["region"], p["name"]
+        self._authorize(project, "compute.resourcePolicies.get")
+        policy = self.fake.resource_policies.get((project, region, name))
+        if policy is None:
+            raise _not_found(f"projects/{project}/regions/{region}/resourcePolicies/{name}")
+        return 200, policy
+
+    def _h_rp_list(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        project, region = p["project"], p["region"]
+        self._authorize(project, "compute.resourcePolicies.list")
+        terms = parse_filter(q.get("filter", ""))
+        with self.fake.lock:
+            items = [
+                r
+                for (pp, rr, _), r in sorted(self.fake.resource_policies.items())
+                if pp == project and rr == region and _matches(r, terms)
+            ]
+        return 200, self._page(f"projects/{project}/regions/{region}/resourcePolicies", items, q)
+
+    def _h_rp_delete(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        fake, project, region, name = self.fake, p["project"], p["region"], p["name"]
+        self._authorize(project, "compute.resourcePolicies.delete")
+        with fake.lock:
+            policy = fake.resource_policies.get((project, region, name))
+            if policy is None:
+                raise _not_found(f"projects/{project}/regions/{region}/resourcePolicies/{name}")
+            # Any instance that still exists (one being deleted included) holds it.
+            user = next(
+                (i for i in fake.instances.values() if policy["selfLink"] in i["resourcePolicies"]),
+                None,
+            )
+            if user is not None:
+                raise HttpError(
+                    400,
+                    f"The resource_policy resource 'projects/{project}/regions/{region}/"
+                    f"resourcePolicies/{name}' is already being used by '{user['selfLink']}'",
+                    "resourceInUseByAnotherResource",
+                )
+            policy["status"] = "DELETING"
+            op = fake._new_op(
+                project, f"regions/{region}", "delete", policy["selfLink"], policy["id"]
+            )
+
+            def gone() -> None:
+                if fake.resource_policies.get((project, region, name)) is policy:
+                    del fake.resource_policies[(project, region, name)]
+
+            op.on_done = gone
+            return 200, op.to_json(self.base)
 
     # -- machine types, zones, regions, project --------------------------------------------
 

@@ -8,6 +8,10 @@ proxy in front of it serves those as real EC2 XML error responses with the real 
 retries off, exactly as against AWS). It can also let a request through and then drop the
 connection before the response, to simulate a crash after the cloud accepted a create.
 
+moto 5.2.5 has no placement groups (CreatePlacementGroup and the rest are not implemented,
+and RunInstances drops ``Placement.GroupName``), so the proxy plays them too:
+:class:`PlacementGroups`.
+
 No SDK internals are touched: clients are pointed at the proxy with ``endpoint_url``.
 Both servers listen on 127.0.0.1 on ports chosen by the OS, and stop with the session.
 """
@@ -23,12 +27,14 @@ import socket
 import threading
 import urllib.request
 import uuid
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
+from xml.sax.saxutils import escape
 
 import pytest
 
@@ -136,10 +142,234 @@ def query_error_body(code: str, message: str, status: int) -> bytes:
     ).encode()
 
 
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+PLACEMENT_ACTIONS = frozenset(
+    {"CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"}
+)
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([a-z0-9-]+)/")
+_ASSUMED_KEY = re.compile(r"<AccessKeyId>([^<]+)</AccessKeyId>")
+_ASSUMED_ACCOUNT = re.compile(r"<Arn>arn:aws:sts::(\d{12}):assumed-role/")
+GroupKey = tuple[str, str, str]  # (account, region, group name)
+
+
+class PlacementError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass
+class PlacementGroups:
+    """EC2 placement groups, which moto 5.2.5 lacks, kept by the proxy per account and region.
+
+    The three placement-group actions are answered here with EC2's XML shapes and codes (EC2
+    API reference, CreatePlacementGroup / DescribePlacementGroups / DeletePlacementGroup and
+    "Error codes"): a taken name is ``InvalidPlacementGroup.Duplicate``, an unknown one
+    ``InvalidPlacementGroup.Unknown`` (also for RunInstances into it), and a group with
+    instances that are not terminated ``InvalidPlacementGroup.InUse`` (their state is asked
+    of moto). RunInstances into a group is forwarded to moto and the new instances recorded,
+    and every ``placement/groupName`` in moto's RunInstances and DescribeInstances answers is
+    filled in from that record, so the SDK reads ``Placement.GroupName`` as EC2 reports it.
+
+    The account is moto's: the default one for gpucap's own keys, the role's for keys an
+    AssumeRole handed out (the proxy reads them from the answers it forwards)."""
+
+    groups: dict[GroupKey, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, GroupKey] = field(default_factory=dict)  # instance id -> its group
+    accounts: dict[str, str] = field(default_factory=dict)  # assumed-role key -> account
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.groups.clear()
+            self.members.clear()
+            self.accounts.clear()
+
+    def learn_assumed_role(self, payload: str) -> None:
+        key, account = _ASSUMED_KEY.search(payload), _ASSUMED_ACCOUNT.search(payload)
+        if key and account:
+            with self.lock:
+                self.accounts[key[1]] = account[1]
+
+    def caller(self, authorization: str) -> tuple[str, str]:
+        """(account, region) of a SigV4-signed request."""
+        m = _CREDENTIAL.search(authorization)
+        key, region = (m[1], m[2]) if m else ("", "us-east-1")
+        with self.lock:
+            return self.accounts.get(key, DEFAULT_ACCOUNT_ID), region
+
+    def handle(
+        self,
+        action: str,
+        form: dict[str, list[str]],
+        caller: tuple[str, str],
+        states: Any,  # Callable[[list[str]], dict[str, str]]: instance id -> moto's state
+    ) -> bytes:
+        """The XML answer to one placement-group action; raises PlacementError."""
+        account, region = caller
+        one = {k: v[0] for k, v in form.items()}
+        with self.lock:
+            if action == "CreatePlacementGroup":
+                inner = self._create(account, region, one)
+            elif action == "DescribePlacementGroups":
+                inner = self._describe(account, region, one)
+            else:
+                name = one.get("GroupName", "")
+                key = (account, region, name)
+                if key not in self.groups:
+                    raise PlacementError(
+                        "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown."
+                    )
+                ids = [i for i, k in self.members.items() if k == key]
+                live = [i for i, st in states(ids).items() if st != "terminated"] if ids else []
+                if live:
+                    raise PlacementError(
+                        "InvalidPlacementGroup.InUse",
+                        f"The placement group '{name}' is in use and may not be deleted.",
+                    )
+                del self.groups[key]
+                for i in ids:
+                    del self.members[i]
+                inner = "<return>true</return>"
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>"
+        ).encode()
+
+    def _create(self, account: str, region: str, one: dict[str, str]) -> str:
+        name, strategy = one.get("GroupName", ""), one.get("Strategy", "")
+        if not name:
+            raise PlacementError("MissingParameter", "The request must contain GroupName")
+        if strategy not in ("cluster", "spread", "partition"):
+            raise PlacementError("InvalidParameterValue", f"Invalid strategy: '{strategy}'")
+        if (account, region, name) in self.groups:
+            raise PlacementError(
+                "InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists."
+            )
+        tags: dict[str, str] = {}
+        for spec in _indexed(one, "TagSpecification"):
+            if one.get(f"TagSpecification.{spec}.ResourceType") != "placement-group":
+                continue
+            for t in _indexed(one, f"TagSpecification.{spec}.Tag"):
+                tags[one[f"TagSpecification.{spec}.Tag.{t}.Key"]] = one.get(
+                    f"TagSpecification.{spec}.Tag.{t}.Value", ""
+                )
+        group = {
+            "groupName": name,
+            "groupId": f"pg-{uuid.uuid4().hex[:17]}",
+            "strategy": strategy,
+            "state": "available",
+            "groupArn": f"arn:aws:ec2:{region}:{account}:placement-group/{name}",
+            "tags": tags,
+        }
+        self.groups[(account, region, name)] = group
+        return f"<placementGroup>{_group_xml(group)}</placementGroup>"
+
+    def _describe(self, account: str, region: str, one: dict[str, str]) -> str:
+        names = [one[f"GroupName.{i}"] for i in _indexed(one, "GroupName")]
+        ids = [one[f"GroupId.{i}"] for i in _indexed(one, "GroupId")]
+        mine = {k[2]: g for k, g in self.groups.items() if k[:2] == (account, region)}
+        for n in names:
+            if n not in mine:
+                raise PlacementError(
+                    "InvalidPlacementGroup.Unknown", f"The Placement Group '{n}' is unknown."
+                )
+        found = [
+            g
+            for n, g in sorted(mine.items())
+            if (not names or n in names) and (not ids or g["groupId"] in ids)
+        ]
+        for f in _indexed(one, "Filter"):
+            fname = one[f"Filter.{f}.Name"]
+            values = {one[f"Filter.{f}.Value.{v}"] for v in _indexed(one, f"Filter.{f}.Value")}
+            found = [g for g in found if _filter_value(g, fname) in values]
+        items = "".join(f"<item>{_group_xml(g)}</item>" for g in found)
+        return f"<placementGroupSet>{items}</placementGroupSet>"
+
+    def check_launch(self, form: dict[str, list[str]], caller: tuple[str, str]) -> None:
+        name = form.get("Placement.GroupName", [""])[0]
+        with self.lock:
+            if name and (*caller, name) not in self.groups:
+                raise PlacementError(
+                    "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown."
+                )
+
+    def record_launch(
+        self, form: dict[str, list[str]], caller: tuple[str, str], payload: bytes
+    ) -> None:
+        name = form.get("Placement.GroupName", [""])[0]
+        if not name:
+            return
+        root = ET.fromstring(payload)
+        ns = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+        with self.lock:
+            for item in _instance_items(root, ns):
+                self.members[item.findtext(f"{ns}instanceId") or ""] = (*caller, name)
+
+    def annotate(self, payload: bytes) -> bytes:
+        """moto's instance XML with each member's ``placement/groupName`` filled in."""
+        with self.lock:
+            members = {i: k[2] for i, k in self.members.items() if i.encode() in payload}
+        if not members:
+            return payload
+        root = ET.fromstring(payload)
+        ns = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+        for item in _instance_items(root, ns):
+            name = members.get(item.findtext(f"{ns}instanceId") or "")
+            placement = item.find(f"{ns}placement")
+            if name is None or placement is None:
+                continue
+            node = placement.find(f"{ns}groupName")
+            if node is None:
+                node = ET.SubElement(placement, f"{ns}groupName")
+            node.text = name
+        if ns:
+            ET.register_namespace("", ns[1:-1])
+        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def _indexed(one: dict[str, str], prefix: str) -> list[str]:
+    """The N of every ``prefix.N.…`` / ``prefix.N`` key of an EC2 query form, in order."""
+    pat = re.compile(rf"^{re.escape(prefix)}\.(\d+)(?:\.|$)")
+    return sorted({m[1] for k in one if (m := pat.match(k))}, key=int)
+
+
+def _filter_value(group: dict[str, Any], name: str) -> str | None:
+    if name.startswith("tag:"):
+        value: str | None = group["tags"].get(name[4:])
+        return value
+    fields = {"group-name": "groupName", "group-id": "groupId", "state": "state"}
+    if name not in (*fields, "strategy"):
+        raise PlacementError("InvalidParameterValue", f"The filter '{name}' is invalid")
+    return str(group[fields.get(name, name)])
+
+
+def _group_xml(g: dict[str, Any]) -> str:
+    tags = "".join(
+        f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+        for k, v in sorted(g["tags"].items())
+    )
+    return "".join(
+        f"<{k}>{escape(str(g[k]))}</{k}>"
+        for k in ("groupName", "groupId", "strategy", "state", "groupArn")
+    ) + (f"<tagSet>{tags}</tagSet>")
+
+
+def _instance_items(root: ET.Element, ns: str) -> list[ET.Element]:
+    """The instance records of a RunInstances / DescribeInstances answer: the ``item``s that
+    carry an ``instanceId`` and a ``placement`` of their own."""
+    return [
+        i
+        for i in root.iter(f"{ns}item")
+        if i.find(f"{ns}instanceId") is not None and i.find(f"{ns}placement") is not None
+    ]
+
+
 class _Proxy(ThreadingHTTPServer):
     daemon_threads = True
     upstream: tuple[str, int]
     faults: FaultInjector
+    placement: PlacementGroups
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -188,11 +418,29 @@ class _Handler(BaseHTTPRequestHandler):
         if rule is not None and not rule.drop_response:
             self._reply_error(rule, action)
             return
-        status, headers, payload = self._forward(body)
+        pg = self.server.placement
+        caller = pg.caller(self.headers.get("Authorization", ""))
+        try:
+            if action in PLACEMENT_ACTIONS:  # moto has none: the proxy is the cloud here
+                status, headers = 200, [("Content-Type", "text/xml;charset=UTF-8")]
+                payload = pg.handle(action, form, caller, self._instance_states)
+            else:
+                if action == "RunInstances":
+                    pg.check_launch(form, caller)
+                status, headers, payload = self._forward(body)
+        except PlacementError as err:
+            self._reply_error(FaultRule(action, err.code, 400, err.message), action)
+            return
+        if action == "RunInstances" and status == 200:
+            pg.record_launch(form, caller, payload)
+        if action in ("RunInstances", "DescribeInstances") and status == 200:
+            payload = pg.annotate(payload)
         if action == "AssumeRole" and status == 200:
-            found = _ISSUED.findall(payload.decode("utf-8", "replace"))
+            text = payload.decode("utf-8", "replace")
+            found = _ISSUED.findall(text)
             with self.server.faults.lock:
                 self.server.faults.issued_secrets.extend(found)
+            pg.learn_assumed_role(text)
         if rule is not None:  # the upstream did the work; the caller never hears about it
             self.close_connection = True
             with contextlib.suppress(OSError):
@@ -225,6 +473,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _instance_states(self, ids: list[str]) -> dict[str, str]:
+        """instance id -> state name, asked of moto as the caller (its account)."""
+        form = {"Action": "DescribeInstances", "Version": "2016-11-15"}
+        form["Filter.1.Name"] = "instance-id"
+        form.update({f"Filter.1.Value.{n}": i for n, i in enumerate(ids, 1)})
+        host, port = self.server.upstream
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        try:
+            headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+            for h in ("Authorization", "X-Amz-Security-Token"):
+                if self.headers.get(h):
+                    headers[h] = self.headers[h]
+            conn.request("POST", "/", body=urlencode(form), headers=headers)
+            root = ET.fromstring(conn.getresponse().read())
+        finally:
+            conn.close()
+        ns = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+        return {
+            i.findtext(f"{ns}instanceId") or "": i.findtext(f"{ns}instanceState/{ns}name") or ""
+            for i in _instance_items(root, ns)
+        }
+
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         host, port = self.server.upstream
         conn = http.client.HTTPConnection(host, port, timeout=30)
@@ -248,6 +518,8 @@ class MotoEmulator:
     endpoint_url: str  # through the proxy: what the adapter under test uses
     direct_url: str  # straight to moto: ground truth for the tests
     faults: FaultInjector
+    # The placement groups the proxy plays for moto; read them through ``endpoint_url``.
+    placement: PlacementGroups = field(default_factory=PlacementGroups)
 
     def inject(
         self,
@@ -273,6 +545,7 @@ class MotoEmulator:
         req = urllib.request.Request(f"{self.direct_url}/moto-api/reset", method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - 127.0.0.1
             resp.read()
+        self.placement.clear()
 
     def drop_next_response(self, action: str = "RunInstances") -> None:
         self.faults.add(FaultRule(action, drop_response=True))
@@ -310,6 +583,7 @@ def moto_server() -> Iterator[MotoEmulator]:
         proxy = _Proxy(("127.0.0.1", 0), _Handler)
         proxy.upstream = (host, port)
         proxy.faults = FaultInjector()
+        proxy.placement = PlacementGroups()
         thread = threading.Thread(target=proxy.serve_forever, daemon=True)
         thread.start()
         try:
@@ -317,6 +591,7 @@ def moto_server() -> Iterator[MotoEmulator]:
                 endpoint_url=f"http://127.0.0.1:{proxy.server_address[1]}",
                 direct_url=f"http://{host}:{port}",
                 faults=proxy.faults,
+                placement=proxy.placement,
             )
         finally:
             proxy.shutdown()

@@ -26,6 +26,8 @@ What it enforces, as the real API does:
 - **Host capacity.** Each (region, AD, shape) has a host count; launching past it is the real
   stockout, 500 ``InternalError`` "Out of host capacity.".
 - **Service limits.** GPUs per AD per tenancy; launching past one is 400 ``LimitExceeded``.
+- **Fault domains.** Three per AD; a launch's ``faultDomain`` is kept (an unknown one is 400
+  ``InvalidParameter``), and a launch without one gets the AD's least used fault domain.
 
 Region routing: the real service has one host per region. Tests point the SDK at
 ``{url}/{region}``; a path without a region prefix is served as ``default_region``.
@@ -852,6 +854,9 @@ def _launch(fake: FakeOci, req: Request) -> Response:
             raise ApiError(400, "InvalidParameter", f"Invalid availabilityDomain {ad!r}.")
         if shape not in SHAPE_RECORDS:
             raise ApiError(400, "InvalidParameter", f"Invalid shape {shape!r}.")
+        fault_domain = d.get("faultDomain")
+        if fault_domain is not None and fault_domain not in FAULT_DOMAINS:
+            raise ApiError(400, "InvalidParameter", f"Invalid faultDomain {fault_domain!r}.")
         source = d.get("sourceDetails") or {}
         image_id = source.get("imageId") or d.get("imageId")
         image = fake._images.get(image_id or "")
@@ -887,12 +892,17 @@ def _launch(fake: FakeOci, req: Request) -> Response:
             if free <= 0:
                 raise ApiError(500, "InternalError", CAPACITY_MESSAGE)
             fake._hosts[key] = free - 1
+            # "If you do not specify the fault domain, the system selects one for you": here
+            # the least used one of the AD, so unpinned launches spread as they would.
+            fault_domain = fault_domain or min(
+                FAULT_DOMAINS, key=lambda fd: _fault_domain_load(fake, comp, req.region, ad, fd)
+            )
             iid = fake._next_id("instance", req.region)
             inst = {
                 "id": iid,
                 "compartmentId": comp,
                 "availabilityDomain": ad,
-                "faultDomain": "FAULT-DOMAIN-1",
+                "faultDomain": fault_domain,
                 "displayName": d.get("displayName") or iid,
                 "shape": shape,
                 "region": req.region,
@@ -938,6 +948,22 @@ def _launch(fake: FakeOci, req: Request) -> Response:
         return 200, _public(copy.deepcopy(inst)), headers
 
     return _idempotent(fake, req, "LaunchInstance", act)
+
+
+# "Each availability domain contains three fault domains" (LaunchInstanceDetails.faultDomain).
+FAULT_DOMAINS = ("FAULT-DOMAIN-1", "FAULT-DOMAIN-2", "FAULT-DOMAIN-3")
+
+
+def _fault_domain_load(fake: FakeOci, comp: str, region: str, ad: str, fd: str) -> int:
+    return sum(
+        1
+        for i in fake._instances.values()
+        if i["compartmentId"] == comp
+        and i["region"] == region
+        and i["availabilityDomain"] == ad
+        and i["faultDomain"] == fd
+        and i["lifecycleState"] not in ("TERMINATING", "TERMINATED")
+    )
 
 
 def _get_instance_record(fake: FakeOci, req: Request, instance_id: str) -> dict[str, Any]:

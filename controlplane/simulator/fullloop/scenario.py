@@ -133,6 +133,7 @@ def policy_model(spec: ModelSpec) -> PolicyModel:
         weights=spec.weights,
         scale_to_zero_grace_s=spec.scale_to_zero_grace_s,
         scaling=spec.scaling,
+        health=spec.health,
         runtime=spec.runtime,
         image=spec.image,
     )
@@ -156,6 +157,7 @@ def fleet_model(model: PolicyModel, fleet: Fleet | None) -> ModelSpec:
         target_utilization=model.target.utilization,
         scale_to_zero_grace_s=model.scale_to_zero_grace_s,
         scaling=model.scaling,
+        health=model.health,
         coldstart=base.coldstart if base is not None else None,
     )
 

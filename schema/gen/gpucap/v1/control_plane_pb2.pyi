@@ -523,6 +523,28 @@ class ListEndpointsResponse(_message.Message):
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
     def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
+class WatchEndpointsRequest(_message.Message):
+    __slots__ = ("customer", "model", "since_revision")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SINCE_REVISION_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    since_revision: int
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., since_revision: _Optional[int] = ...) -> None: ...
+
+class EndpointsSnapshot(_message.Message):
+    __slots__ = ("revision", "endpoints", "added", "removed")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    added: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    removed: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    def __init__(self, revision: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., added: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., removed: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+
 class ReportNodePhaseRequest(_message.Message):
     __slots__ = ("node_id", "token", "phase", "at", "detail")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -544,12 +566,14 @@ class ReportNodePhaseResponse(_message.Message):
     def __init__(self, recorded: _Optional[bool] = ...) -> None: ...
 
 class DrainNodeRequest(_message.Message):
-    __slots__ = ("node_id", "reason")
+    __slots__ = ("node_id", "reason", "immediate")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    IMMEDIATE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     reason: str
-    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    immediate: bool
+    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ..., immediate: _Optional[bool] = ...) -> None: ...
 
 class DrainNodeResponse(_message.Message):
     __slots__ = ("node", "changed", "message", "drained")

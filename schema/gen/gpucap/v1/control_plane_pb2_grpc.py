@@ -124,6 +124,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.FromString,
                 _registered_method=True)
+        self.WatchEndpoints = channel.unary_stream(
+                '/gpucap.v1.ControlPlane/WatchEndpoints',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.WatchEndpointsRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.EndpointsSnapshot.FromString,
+                _registered_method=True)
         self.ListPools = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/ListPools',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsRequest.SerializeToString,
@@ -282,6 +287,15 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchEndpoints(self, request, context):
+        """The same list, followed: the current state of the selection (unless `since_revision` is
+        its current revision), then the whole state again each time it changes, until the
+        client cancels or the server stops. Streams share StreamEvents' cap (RESOURCE_EXHAUSTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListPools(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -402,6 +416,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListEndpoints,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.SerializeToString,
+            ),
+            'WatchEndpoints': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEndpoints,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.WatchEndpointsRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.EndpointsSnapshot.SerializeToString,
             ),
             'ListPools': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPools,
@@ -910,6 +929,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListEndpoints',
             gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListEndpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEndpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/WatchEndpoints',
+            gpucap_dot_v1_dot_control__plane__pb2.WatchEndpointsRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.EndpointsSnapshot.FromString,
             options,
             channel_credentials,
             insecure,
