@@ -190,7 +190,10 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
                 ModelView(m.customer, m.name, m.spec),
                 desired,
                 views,
-                {p.id: expected_in_pool_s(seen, p.id, cold) for p in pools},
+                {
+                    p.id: expected_in_pool_s(ctx, snap.learned, m.id, m.spec, seen, p.id, cold)
+                    for p in pools
+                },
             )
         )
     if not demands:

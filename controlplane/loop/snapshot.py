@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
+from coldstart.learned import CREATED, Boot, Learned, learn
 from coldstart.observed import Launch, times_to_ready
 from controlplane.availability import PoolKey, Unavailable, availability
 from controlplane.loop.context import SpecCache, epoch
@@ -18,6 +19,7 @@ from controlplane.store.models import (
     Customer,
     Model,
     Node,
+    NodePhaseReport,
     PolicyVersion,
     Pool,
     Replica,
@@ -27,7 +29,7 @@ from controlplane.store.transitions import unavailable_entry
 from schema.policy import Model as ModelSpec
 from schema.policy import Overflow
 from schema.policy_file import parse_policy
-from schema.types import NodeState
+from schema.types import NodePhase, NodeState
 
 NON_TERMINAL = tuple(s.value for s in NodeState if not s.is_terminal)
 LIVE_VALUES = tuple(s.value for s in NodeState if s.is_live)
@@ -95,6 +97,7 @@ class Snapshot:
     pools: dict[str, list[PoolFacts]] = field(default_factory=dict)  # active, by customer
     nodes_in_use: Counter[str] = field(default_factory=Counter)  # live nodes by pool id
     overflow: dict[str, Overflow] = field(default_factory=dict)  # by customer
+    learned: Learned = field(default_factory=Learned)  # phases from boot reports
 
     def live(self, model_id: int) -> list[ReplicaFacts]:
         return [r for r in self.replicas.get(model_id, []) if r.live]
@@ -115,6 +118,7 @@ class SnapshotReader:
     def __init__(self, specs: SpecCache | None = None) -> None:
         self._specs = specs or SpecCache()
         self._overflow: dict[str, tuple[str, Overflow]] = {}
+        self._learned: tuple[int | None, Learned] = (None, Learned())
 
     def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
         return self._specs.spec(model_id, raw)
@@ -140,11 +144,20 @@ class SnapshotReader:
             for m in rows
         ]
         snap = Snapshot(now, models, _replicas(s), _observed_ready_s(s, now))
+        snap.learned = self._learned_from(s, now, {m.id: m.spec for m in models})
         if placement:
             snap.pools = _pools(s, now)
             snap.nodes_in_use = Counter(s.scalars(_LIVE_NODE_POOLS))
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
         return snap
+
+    def _learned_from(self, s: Session, now: float, specs: dict[int, ModelSpec]) -> Learned:
+        """The phases learned from boot reports, read again only when a node has reported
+        since (one scalar query a tick otherwise)."""
+        newest = s.scalar(_NEWEST_REPORT)
+        if newest is not None and newest != self._learned[0]:
+            self._learned = (newest, learn(_boots(s, now, specs)))
+        return self._learned[1]
 
     def _overflow_of(self, s: Session, cust: Customer) -> Overflow:
         pv = s.get(PolicyVersion, cust.active_policy_id) if cust.active_policy_id else None
@@ -231,6 +244,31 @@ _OBSERVED = (
     .order_by(Replica.created_at, Replica.id)
 )
 _MODELS = select(Model)
+_NEWEST_REPORT = select(func.max(NodePhaseReport.id))
+# Only boots that reached ready (their phase split is whole), the newest first; a node that
+# failed its boot says how long the failure took, not the phases. Bounded: what is learned
+# is a median of the few most recent per pool and per model.
+BOOTS_READ = 2000
+_READY_NODES = (
+    select(NodePhaseReport.node_id)
+    .where(NodePhaseReport.phase == NodePhase.READY.value, NodePhaseReport.at >= _SINCE)
+    .order_by(NodePhaseReport.at.desc())
+    .limit(BOOTS_READ)
+    .subquery()
+)
+_BOOT_PHASES = (
+    select(
+        Node.id,
+        Node.pool_id,
+        Node.pending_at,
+        Replica.model_id,
+        NodePhaseReport.phase,
+        NodePhaseReport.at,
+    )
+    .join(Replica, Replica.id == Node.replica_id)
+    .join(NodePhaseReport, NodePhaseReport.node_id == Node.id)
+    .where(Node.id.in_(select(_READY_NODES.c.node_id)))
+)
 _LIVE_NODE_POOLS = select(Node.pool_id).where(Node.state.in_(LIVE_VALUES))
 
 
@@ -259,6 +297,22 @@ def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
             )
         )
     return out
+
+
+def _boots(s: Session, now: float, specs: dict[int, ModelSpec]) -> list[Boot]:
+    since = datetime.fromtimestamp(now, UTC) - OBSERVED_FOR
+    nodes: dict[str, tuple[str, int, dict[str, float]]] = {}
+    for node_id, pool_id, pending, model_id, phase, at in s.execute(_BOOT_PHASES, {"since": since}):
+        _, _, instants = nodes.setdefault(node_id, (pool_id, model_id, {}))
+        instants[phase] = epoch(at) or 0.0
+        if pending is not None:
+            instants[CREATED] = epoch(pending) or 0.0
+    boots = []
+    for pool_id, model_id, instants in nodes.values():
+        spec = specs.get(model_id)
+        weights_gb = spec.weights.size_gb if spec is not None and spec.weights else 0.0
+        boots.append(Boot(pool_id, model_id, weights_gb, instants))
+    return boots
 
 
 def _observed_ready_s(s: Session, now: float) -> dict[int, list[tuple[str, float]]]:
