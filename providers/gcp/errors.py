@@ -107,6 +107,20 @@ def operation_failed(op: Any) -> bool:
     return bool(error is not None and list(getattr(error, "errors", None) or []))
 
 
+def raise_unless_succeeded(done: Any | None, op_name: str, what: str, where: Where) -> None:
+    """After waiting for an operation: one still running past the wait is retryable (the
+    next pass looks again), one that failed raises its typed error."""
+    if done is None:
+        raise TransientError(
+            f"{what} operation {op_name} still running",
+            code="operationTimeout",
+            retryable=True,
+            **_at(where),
+        )
+    if operation_failed(done):
+        raise from_operation(done, where)
+
+
 def from_operation(op: Any, where: Where) -> ProviderError:
     """The typed error for a finished, failed ``compute_v1.Operation``."""
     errors = list(op.error.errors)

@@ -394,15 +394,7 @@ class GcpInstances:
             done = wait_zone_operation(
                 self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
             )
-            if done is None:
-                raise TransientError(
-                    f"delete operation {op.name} still running",
-                    code="operationTimeout",
-                    retryable=True,
-                    **_at(where),
-                )
-            if gerr.operation_failed(done):
-                raise gerr.from_operation(done, where)
+            gerr.raise_unless_succeeded(done, op.name, "delete", where)
             log.info("gcp.instance.deleted", instance=instance_id)
         except ProviderError:
             raise

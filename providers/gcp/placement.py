@@ -96,15 +96,7 @@ class GcpPlacement:
         done = wait_region_operation(
             self.session, req.region, op, deadline_s=self.op_deadline_s, sleep=self.sleep
         )
-        if done is None:
-            raise TransientError(
-                f"insert operation {op.name} of placement policy {name} still running",
-                code="operationTimeout",
-                retryable=True,
-                region=req.region,
-            )
-        if gerr.operation_failed(done):
-            raise gerr.from_operation(done, where)
+        gerr.raise_unless_succeeded(done, op.name, f"placement policy {name} insert", where)
         found = self._get(req.region, name)
         if found is None:
             raise TransientError(
@@ -153,15 +145,7 @@ class GcpPlacement:
             done = wait_region_operation(
                 self.session, region, op, deadline_s=self.op_deadline_s, sleep=self.sleep
             )
-            if done is None:
-                raise TransientError(
-                    f"delete operation {op.name} of placement policy {name} still running",
-                    code="operationTimeout",
-                    retryable=True,
-                    region=region,
-                )
-            if gerr.operation_failed(done):
-                raise gerr.from_operation(done, where)
+            gerr.raise_unless_succeeded(done, op.name, f"placement policy {name} delete", where)
             log.info("gcp.placement_policy.deleted", region=region, policy=name)
         except ProviderError:
             raise
