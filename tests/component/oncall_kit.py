@@ -50,9 +50,10 @@ def add_replica(
     state: str,
     nodes: list[str],
     rid: str | None = None,
+    private_ip: str | None = None,
 ) -> str:
-    """A replica and its nodes (``<replica>-n0``, ...) as the reconciler writes them;
-    returns the replica id."""
+    """A replica and its nodes (``<replica>-n0``, ...) as the reconciler writes them, the
+    first (a gang's leader) at ``private_ip``; returns the replica id."""
     rid = rid or f"r-{model}-{len(nodes)}-{state}"
     with store.session() as s:
         model_row = s.scalar(select(ModelRow).where(ModelRow.name == model))
@@ -85,6 +86,7 @@ def add_replica(
                     instance_id=f"i-{rid}{i}",
                     state=node_state,
                     pending_at=T0,
+                    private_ip=private_ip if i == 0 else None,
                 )
             )
     return rid

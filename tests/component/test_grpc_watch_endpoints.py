@@ -18,8 +18,9 @@ from controlplane.grpc.client import ControlPlaneClient, error_details
 from controlplane.grpc.server import GrpcServer, serve
 from controlplane.store.db import Store
 from controlplane.store.models import Model as ModelRow
-from controlplane.store.models import Node, Replica
+from controlplane.store.models import Replica
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
+from tests.component.oncall_kit import add_replica
 from tests.policy_texts import example_policy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,35 +50,7 @@ def client(server: GrpcServer) -> Iterator[ControlPlaneClient]:
 
 def _replica(store: Store, rid: str, state: str, ip: str | None, model: str = "llama-70b") -> None:
     """A one-node replica, as placement and the reconciler would record it."""
-    with store.session() as s:
-        model_id = s.scalars(select(ModelRow.id).where(ModelRow.name == model)).one()
-        s.add(
-            Replica(
-                id=rid,
-                model_id=model_id,
-                pool_id=EAST,
-                gpu_shape="8xH100",
-                state=state,
-                created_at=T0,
-            )
-        )
-        s.flush()
-        s.add(
-            Node(
-                id=f"{rid}-n0",
-                replica_id=rid,
-                pool_id=EAST,
-                customer="acme",
-                account="acme-aws",
-                cloud="aws",
-                region="us-east-1",
-                instance_type="p5.48xlarge",
-                idempotency_token=f"tok-{rid}",
-                state=state,
-                pending_at=T0,
-                private_ip=ip,
-            )
-        )
+    add_replica(store, model, EAST, state, [state], rid=rid, private_ip=ip)
 
 
 def _set(store: Store, rid: str, *, state: str | None = None, ip: str | None = None) -> None:

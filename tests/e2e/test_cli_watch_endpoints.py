@@ -13,11 +13,8 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
-
 from controlplane.store.db import Store
-from controlplane.store.models import Model as ModelRow
-from controlplane.store.models import Node, Replica
+from tests.component.oncall_kit import add_replica
 from tests.e2e.conftest import Daemon, Gpucap
 from tests.policy_texts import example_policy
 
@@ -26,35 +23,7 @@ EAST = "acme/acme-aws/us-east-1/p5.48xlarge"
 
 
 def _ready_replica(store: Store, rid: str, ip: str) -> None:
-    with store.session() as s:
-        model_id = s.scalars(select(ModelRow.id).where(ModelRow.name == "llama-70b")).one()
-        s.add(
-            Replica(
-                id=rid,
-                model_id=model_id,
-                pool_id=EAST,
-                gpu_shape="8xH100",
-                state="ready",
-                created_at=T0,
-            )
-        )
-        s.flush()
-        s.add(
-            Node(
-                id=f"{rid}-n0",
-                replica_id=rid,
-                pool_id=EAST,
-                customer="acme",
-                account="acme-aws",
-                cloud="aws",
-                region="us-east-1",
-                instance_type="p5.48xlarge",
-                idempotency_token=f"tok-{rid}",
-                state="ready",
-                pending_at=T0,
-                private_ip=ip,
-            )
-        )
+    add_replica(store, "llama-70b", EAST, "ready", ["ready"], rid=rid, private_ip=ip)
 
 
 def test_watch_json_prints_a_line_per_change_until_ctrl_c(api: Daemon) -> None:
