@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
 from controlplane.api.paging import matching
 from controlplane.api.rows import find_model, model_view, pool_views, replica_counts
-from controlplane.api.views import ModelView, NodeView, PoolView
+from controlplane.api.views import BootPhaseView, ModelView, NodeView, PoolView
 from controlplane.store.db import Store
 from controlplane.store.models import Model as ModelRow
-from controlplane.store.models import Node, Pool, Replica
+from controlplane.store.models import Node, NodePhaseReport, Pool, Replica
 from schema.types import TERMINAL_NODE_STATES, NodeState
 
 
@@ -60,7 +62,7 @@ class Reads:
                 )
         with self._store.session() as s:
             q = (
-                select(Node, ModelRow.name)
+                select(Node, ModelRow.name, Replica.retiring_at)
                 .join(Replica, Node.replica_id == Replica.id, isouter=True)
                 .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
                 .order_by(Node.customer, Node.pending_at, Node.id)
@@ -72,7 +74,12 @@ class Reads:
                 q = q.where(Node.state.in_(wanted))
             elif not include_terminal:
                 q = q.where(Node.state.not_in([st.value for st in TERMINAL_NODE_STATES]))
-            return [NodeView(node, name or "") for node, name in s.execute(q)]
+            rows = s.execute(q).all()
+            phases = _phases(s, [node.id for node, _, _ in rows])
+            return [
+                NodeView(node, name or "", phases.get(node.id, ()), retiring)
+                for node, name, retiring in rows
+            ]
 
     def list_pools(
         self,
@@ -87,3 +94,21 @@ class Reads:
             if not include_inactive:
                 q = q.where(Pool.active.is_(True))
             return pool_views(s, list(s.scalars(q)))
+
+
+# Bound on the ids of one IN list (SQLite allows 32,766 parameters; PostgreSQL 65,535).
+_IN_CHUNK = 5000
+
+
+def _phases(s: Session, node_ids: list[str]) -> dict[str, tuple[BootPhaseView, ...]]:
+    """Each node's reported boot phases, in the order they happened."""
+    out: dict[str, list[BootPhaseView]] = defaultdict(list)
+    for i in range(0, len(node_ids), _IN_CHUNK):
+        q = (
+            select(NodePhaseReport)
+            .where(NodePhaseReport.node_id.in_(node_ids[i : i + _IN_CHUNK]))
+            .order_by(NodePhaseReport.node_id, NodePhaseReport.at, NodePhaseReport.id)
+        )
+        for r in s.scalars(q):
+            out[r.node_id].append(BootPhaseView(r.phase, r.at, r.detail))
+    return {k: tuple(v) for k, v in out.items()}

@@ -52,9 +52,18 @@ class ModelView:
 
 
 @dataclass(frozen=True)
+class BootPhaseView:
+    phase: str
+    at: datetime
+    detail: str
+
+
+@dataclass(frozen=True)
 class NodeView:
     row: Node
     model: str
+    phases: tuple[BootPhaseView, ...] = ()  # what its bootstrap reported, in order
+    retiring_at: datetime | None = None  # its replica's (surge-first leaving)
 
 
 @dataclass(frozen=True)

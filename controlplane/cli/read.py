@@ -177,6 +177,14 @@ def models(
     console().print(table)
 
 
+def _node_state(n: pb.Node) -> str:
+    """The state, with what on-call must see beside it: leaving surge-first, failing probes."""
+    notes = ["retiring"] if n.HasField("retiring_at") else []
+    if n.probe_failures:
+        notes.append(f"{n.probe_failures} failed probe{'s' if n.probe_failures > 1 else ''}")
+    return f"{n.state} ({', '.join(notes)})" if notes else n.state
+
+
 def nodes(
     customer: CustomerOption = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Only this model.")] = None,
@@ -218,6 +226,7 @@ def nodes(
         "INSTANCE ID",
         "STATE",
         "SINCE",
+        "BOOT",
         "ERROR",
     )
     for n in resp.nodes:
@@ -231,8 +240,9 @@ def nodes(
             n.zone or "-",
             n.instance_type,
             n.instance_id or "-",
-            n.state,
+            _node_state(n),
             _when(since, now) if isinstance(since, Timestamp) else "-",
+            n.phases[-1].phase if n.phases else "-",
             n.error or "-",
             style="red" if n.state == "failed" else None,
         )

@@ -217,6 +217,10 @@ def node(view: NodeView) -> pb.Node:
         terminating_at=ts(n.terminating_at),
         terminated_at=ts(n.terminated_at),
         failed_at=ts(n.failed_at),
+        private_ip=n.private_ip or "",
+        probe_failures=n.probe_failures or 0,
+        phases=[pb.BootPhase(phase=p.phase, at=ts(p.at), detail=p.detail) for p in view.phases],
+        retiring_at=ts(view.retiring_at),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from controlplane.grpc.client import ControlPlaneClient, error_details
 from controlplane.grpc.server import GrpcServer, serve
 from controlplane.store.db import Store
 from controlplane.store.migrate import upgrade
+from controlplane.store.models import Node, NodePhaseReport
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from tests.component.oncall_kit import add_replica, record_demo_decisions
 from tests.policy_texts import example_policy
@@ -101,6 +103,39 @@ def test_cordon_pools_mistakes(client: ControlPlaneClient, svc: ControlPlaneServ
     )
     assert typo.code() == grpc.StatusCode.NOT_FOUND and "us-easst-1" in (typo.details() or "")
     assert not any(p.cordoned for p in stub.ListPools(pb.ListPoolsRequest()).pools)
+
+
+# --------------------------------------------------------------------------- ListNodes
+
+
+def test_list_nodes_shows_boot_phases_probe_failures_and_retiring(
+    client: ControlPlaneClient, svc: ControlPlaneService, sqlite_store: Store
+) -> None:
+    """What on-call needs to see of a node's life: how far its boot got (the phases it
+    reported, in order), its engine's failed probes in a row, its address, and whether its
+    replica is leaving surge-first."""
+    svc.apply_policy(example_policy(), "a.yaml", "alice")
+    rid = add_replica(sqlite_store, "llama-70b", EAST, "ready", ["ready"], private_ip="10.0.0.7")
+    node = f"{rid}-n0"
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    with sqlite_store.session() as s:
+        # Reported out of order (a retry arrived late): listed in the node's order.
+        for phase, minute in (("image_pulled", 3), ("booted", 1), ("driver_ok", 2)):
+            at = t0 + timedelta(minutes=minute)
+            s.add(NodePhaseReport(node_id=node, phase=phase, at=at, reported_at=at))
+        row = s.get(Node, node)
+        assert row is not None
+        row.probe_failures = 2
+
+    [listed] = client.stub.ListNodes(pb.ListNodesRequest(model="llama-70b")).nodes
+    assert [p.phase for p in listed.phases] == ["booted", "driver_ok", "image_pulled"]
+    assert listed.phases[0].at.ToDatetime(tzinfo=UTC) == t0 + timedelta(minutes=1)
+    assert (listed.private_ip, listed.probe_failures) == ("10.0.0.7", 2)
+    assert not listed.HasField("retiring_at")
+
+    svc.drain_node(node, "move it")  # surge-first: it retires
+    [retiring] = client.stub.ListNodes(pb.ListNodesRequest(model="llama-70b")).nodes
+    assert retiring.HasField("retiring_at") and retiring.state == "ready"
 
 
 # --------------------------------------------------------------------------- DrainNode

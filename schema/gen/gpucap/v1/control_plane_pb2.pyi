@@ -303,7 +303,7 @@ class PauseModelRequest(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("id", "customer", "model", "replica_id", "pool_id", "account", "cloud", "region", "zone", "instance_type", "instance_id", "state", "error", "attempts", "pending_at", "provisioning_at", "running_at", "ready_at", "draining_at", "terminating_at", "terminated_at", "failed_at")
+    __slots__ = ("id", "customer", "model", "replica_id", "pool_id", "account", "cloud", "region", "zone", "instance_type", "instance_id", "state", "error", "attempts", "pending_at", "provisioning_at", "running_at", "ready_at", "draining_at", "terminating_at", "terminated_at", "failed_at", "private_ip", "probe_failures", "phases", "retiring_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +326,10 @@ class Node(_message.Message):
     TERMINATING_AT_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_AT_FIELD_NUMBER: _ClassVar[int]
     FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_IP_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    RETIRING_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     customer: str
     model: str
@@ -348,7 +352,21 @@ class Node(_message.Message):
     terminating_at: _timestamp_pb2.Timestamp
     terminated_at: _timestamp_pb2.Timestamp
     failed_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., replica_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., zone: _Optional[str] = ..., instance_type: _Optional[str] = ..., instance_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provisioning_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., running_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., draining_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminating_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    private_ip: str
+    probe_failures: int
+    phases: _containers.RepeatedCompositeFieldContainer[BootPhase]
+    retiring_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., replica_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., zone: _Optional[str] = ..., instance_type: _Optional[str] = ..., instance_id: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provisioning_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., running_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., draining_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminating_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., terminated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., private_ip: _Optional[str] = ..., probe_failures: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[BootPhase, _Mapping]]] = ..., retiring_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class BootPhase(_message.Message):
+    __slots__ = ("phase", "at", "detail")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    at: _timestamp_pb2.Timestamp
+    detail: str
+    def __init__(self, phase: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ("customer", "model", "states", "pool_id", "include_terminal")
