@@ -7,20 +7,26 @@ weights fetched, its engine started and ready. Between those instants lie the ph
 (image_pulled -> weights_fetched, a bandwidth once divided into the weights' size) and the
 engine's load and init (weights_fetched -> ready). Learned per pool for what the pool
 decides (its capacity, its network, its image cache) and per model for what the model
-decides (load and init), each the median of the most recent boots. So a model's first
-replica in a pool is expected from what other models' nodes took there, not from the
-textbook phases, and the split says which phase a staging step would shorten. Pure.
+decides (load and init), each a high percentile of the most recent boots: a cold-start
+horizon is there to cover the slow launches, and a percentile of the last few is robust to
+one stuck boot without hiding a pool that has become slow. So a model's first replica in a
+pool is expected from what other models' nodes took there, not from the textbook phases,
+and the split says which phase a staging step would shorten. Pure.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from coldstart.model import GIB, OBSERVED_KEPT
+from coldstart.model import GIB
 from schema.types import NodePhase
+
+# The newest boots each phase is learned from, and the percentile taken of them (linear
+# between order statistics: with one boot, that boot; with 20, between the 18th and 19th).
+KEPT = 20
+QUANTILE = 0.9
 
 # (phase, from, to): the instants each learned phase lies between; "created" is the
 # daemon's create of the node, the rest its own reports.
@@ -50,39 +56,30 @@ class Boot:
 
 
 @dataclass(frozen=True)
+class Stat:
+    """A learned phase: its seconds (or GiB/s, for a fetch) and how many boots said so."""
+
+    value: float
+    samples: int
+
+
+@dataclass(frozen=True)
 class Learned:
-    """Median phase durations of recent boots; empty until a node has reported."""
+    """Phase durations of recent boots; empty until a node has reported."""
 
-    by_pool: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    fetch_gib_per_s: Mapping[str, float] = field(default_factory=dict)  # by pool
-    engine_s: Mapping[int, float] = field(default_factory=dict)  # by model
+    by_pool: Mapping[str, Mapping[str, Stat]] = field(default_factory=dict)
+    fetch_gib_per_s: Mapping[str, Stat] = field(default_factory=dict)  # by pool
+    engine_s: Mapping[int, Stat] = field(default_factory=dict)  # by model
 
-    def ready_s(
-        self, model: int, pool: str, weights_gb: float, modeled: Mapping[str, float]
-    ) -> float | None:
-        """A new replica's time-to-ready in ``pool``: the learned phases where known, the
-        ``modeled`` breakdown (``ColdStartModel.breakdown``'s keys) for the rest; None
-        when nothing was learned for this pool or model (the caller keeps its estimate)."""
-        phases = self.by_pool.get(pool, {})
-        bandwidth = self.fetch_gib_per_s.get(pool)
-        engine = self.engine_s.get(model)
-        if not phases and bandwidth is None and engine is None:
-            return None
-        total = sum(phases.get(p, modeled.get(p, 0.0)) for p in POOL_PHASES)
-        if bandwidth is not None:
-            total += weights_gb * 1e9 / GIB / bandwidth
-        else:
-            total += modeled.get("fetch", 0.0)
-        total += (
-            engine if engine is not None else modeled.get("load", 0.0) + modeled.get("init", 0.0)
-        )
-        return total
+    def knows(self, model: int, pool: str) -> bool:
+        return pool in self.by_pool or pool in self.fetch_gib_per_s or model in self.engine_s
 
 
-def learn(boots: Iterable[Boot], kept: int = OBSERVED_KEPT) -> Learned:
-    """The medians of the ``kept`` most recent boots (ordered by when they were ready) per
-    pool and per model. A boot missing a report (lost, or a phase the node skipped) leaves
-    only the phases around the gap out."""
+def learn(boots: Iterable[Boot], kept: int = KEPT, quantile: float = QUANTILE) -> Learned:
+    """The ``quantile`` of the ``kept`` most recent boots (ordered by when they were ready)
+    per pool and per model; of a fetch bandwidth the ``1 - quantile`` (a slow fetch is a low
+    bandwidth). A boot missing a report (lost, or a phase the node skipped) leaves only the
+    phases around the gap out."""
     pool_seen: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     bandwidths: dict[str, list[float]] = defaultdict(list)
     engines: dict[int, list[float]] = defaultdict(list)
@@ -98,11 +95,11 @@ def learn(boots: Iterable[Boot], kept: int = OBSERVED_KEPT) -> Learned:
             engines[boot.model].append(took["engine"])
     return Learned(
         by_pool={
-            pool: {p: _median(v, kept) for p, v in phases.items()}
+            pool: {p: _stat(v, kept, quantile) for p, v in phases.items()}
             for pool, phases in pool_seen.items()
         },
-        fetch_gib_per_s={pool: _median(v, kept) for pool, v in bandwidths.items()},
-        engine_s={model: _median(v, kept) for model, v in engines.items()},
+        fetch_gib_per_s={pool: _stat(v, kept, 1 - quantile) for pool, v in bandwidths.items()},
+        engine_s={model: _stat(v, kept, quantile) for model, v in engines.items()},
     )
 
 
@@ -114,5 +111,9 @@ def _durations(at: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def _median(values: list[float], kept: int) -> float:
-    return statistics.median(values[-kept:])
+def _stat(values: list[float], kept: int, q: float) -> Stat:
+    recent = sorted(values[-kept:])
+    pos = q * (len(recent) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(recent) - 1)
+    return Stat(recent[lo] + (recent[hi] - recent[lo]) * (pos - lo), len(recent))

@@ -11,8 +11,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from coldstart import Learned
 from controlplane.lifecycle.surge import Retiring, surge_drains
-from controlplane.loop.coldstart import expected_in_pool_s, expected_s
+from controlplane.loop.coldstart import pool_estimate
 from controlplane.loop.context import LoopContext
 from controlplane.loop.snapshot import ModelFacts, PoolFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import pool_view, replica_view
@@ -157,6 +158,17 @@ def _finish_retiring(
         )
 
 
+def _pool_s(
+    ctx: LoopContext, learned: Learned, m: ModelFacts, seen: list[tuple[str, float]], p: PoolFacts
+) -> float:
+    """The model's expected cold start in pool ``p`` (``coldstart.estimate``)."""
+    scale = ctx.tuning.cold_start_scale
+    est = pool_estimate(
+        ctx.coldstart, scale, learned, m.id, m.spec, seen, p.id, p.cloud, p.gpu_shape
+    )
+    return est.seconds
+
+
 def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerInput | None:
     """The pure planner's input for one customer, from the snapshot (None: nothing to
     plan). What a model is asked to hold: the autoscaler's count; a paused model's own live
@@ -184,16 +196,12 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
         elif m.paused and m.pinned is None:
             desired = live_units(m.spec, views)
         seen = snap.observed.get(m.id, [])
-        cold = expected_s(ctx, m.spec, seen)
         demands.append(
             ModelDemand(
                 ModelView(m.customer, m.name, m.spec),
                 desired,
                 views,
-                {
-                    p.id: expected_in_pool_s(ctx, snap.learned, m.id, m.spec, seen, p.id, cold)
-                    for p in pools
-                },
+                {p.id: _pool_s(ctx, snap.learned, m, seen, p) for p in pools},
             )
         )
     if not demands:

@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import select
 
 from autoscaler.gpucap import GpucapAutoscaler
+from coldstart import ColdStartModel
+from coldstart.estimate import Estimate
 from coldstart.model import GIB
 from controlplane.api import ControlPlaneService
-from controlplane.loop.coldstart import expected_in_pool_s, modeled_s
+from controlplane.loop.coldstart import pool_estimate
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.snapshot import SnapshotReader
 from controlplane.metrics_sources import SyntheticTraffic
@@ -68,31 +70,37 @@ def test_boot_reports_teach_the_pools_cold_start(store: Store) -> None:
     reader, now = SnapshotReader(), epoch(_at(11))
     assert now is not None
     with store.session() as s:
-        learned = reader.read(s, now).learned
-    assert learned.by_pool == {POOL: {"capacity_vm": 120, "bootstrap": 60, "image": 180}}
-    assert learned.fetch_gib_per_s[POOL] == pytest.approx(141e9 / GIB / 60)
-    assert learned.engine_s == {model_id: 180}
+        snap = reader.read(s, now)
+    learned = snap.learned
+    assert {k: v.value for k, v in learned.by_pool[POOL].items()} == {
+        "capacity_vm": 120,
+        "bootstrap": 60,
+        "image": 180,
+    }
+    assert learned.fetch_gib_per_s[POOL].value == pytest.approx(141e9 / GIB / 60)
+    assert learned.engine_s[model_id].value == 180
+    spec = snap.models[0].spec
 
-    ctx = _ctx(store)
-    with store.session() as s:
-        spec = reader.read(s, now).models[0].spec
-    cold = modeled_s(ctx, spec)
-    modeled = ctx.coldstart.breakdown(141.0)
-    # A new launch in POOL: ten minutes, as its boot took, against the textbook's.
-    here = expected_in_pool_s(ctx, learned, model_id, spec, [], POOL, cold)
-    assert here == pytest.approx(600)
-    assert cold == pytest.approx(sum(modeled.values())) and here < cold / 2
-    # A pool no node reported from: this model's engine time, the textbook for the rest.
-    there = expected_in_pool_s(ctx, learned, model_id, spec, [], OTHER_POOL, cold)
-    assert there == pytest.approx(cold - modeled["load"] - modeled["init"] + 180)
+    def est(pool: str, cloud: str, seen: list[tuple[str, float]]) -> Estimate:
+        return pool_estimate(
+            ColdStartModel(), 1.0, learned, model_id, spec, seen, pool, cloud, "8xH100"
+        )
+
+    # A new launch in POOL: ten minutes, as its boot took, against the textbook's 25.
+    here = est(POOL, "aws", [])
+    assert (here.source, here.seconds) == ("phases", pytest.approx(600))
+    assert ColdStartModel().expected_ready_s(141.0) > 2 * here.seconds
+    # A pool no node reported from: this model's engine time, the defaults for the rest.
+    there = est(OTHER_POOL, "aws", [])
+    assert [p.source for p in there.phases] == ["default"] * 4 + ["learned"]
     # The model's own launches in the pool come first.
-    assert expected_in_pool_s(ctx, learned, model_id, spec, [(POOL, 42.0)], POOL, cold) == 42
+    assert est(POOL, "aws", [(POOL, 42.0)]).seconds == 42
 
-    # The second node becomes ready, its bootstrap 11 min: the next read learns from both.
+    # The second node becomes ready, its bootstrap 8 min: the next read learns from both.
     _report(store, f"{booting}-n0", [(p, m + 10) for p, m in STEPS if p != NodePhase.BOOTED])
     with store.session() as s:
         again = reader.read(s, now + 600).learned
-    assert again.by_pool[POOL]["capacity_vm"] == (120 + 300) / 2
-    assert again.by_pool[POOL]["bootstrap"] == (60 + 480) / 2
+    assert again.by_pool[POOL]["capacity_vm"].value == pytest.approx(120 + 0.9 * (300 - 120))
+    assert again.by_pool[POOL]["bootstrap"].samples == 2
     with store.session() as s:
         assert reader.read(s, now + 600).learned is again  # no new report: not read again
