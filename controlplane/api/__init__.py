@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from autoscaler import Autoscaler, GpucapAutoscaler
+from coldstart import ColdStartModel
 from controlplane.api.decisions import Decisions, is_replayable
 from controlplane.api.endpoints import Endpoint, Endpoints, EndpointsSnapshot
 from controlplane.api.errors import (
@@ -35,6 +36,7 @@ from controlplane.api.errors import (
     ServiceError,
     UnauthenticatedError,
 )
+from controlplane.api.explain import Explain
 from controlplane.api.models import Models
 from controlplane.api.node_phases import NodePhases, PhaseReport
 from controlplane.api.oncall import OnCall
@@ -121,6 +123,8 @@ class ControlPlaneService:
         external_ids: ExternalIdGenerator | None = None,
         autoscaler: Autoscaler | None = None,
         job_ticks: JobTicks | None = None,
+        coldstart: ColdStartModel | None = None,
+        cold_start_scale: float = 1.0,
     ) -> None:
         self.store = store
         tx = Tx(store, clock)
@@ -132,6 +136,8 @@ class ControlPlaneService:
         self._decisions = Decisions(store, autoscaler or GpucapAutoscaler())
         self._reads = Reads(store)
         self._endpoints = Endpoints(store)
+        # Explains with the loop's cold-start model and scale (the daemon passes its own).
+        self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
         self._status = Status(store, clock, job_ticks)
         self.started_at = self._status.started_at
 
@@ -159,6 +165,7 @@ class ControlPlaneService:
     list_models = _Part("_reads", Reads.list_models)
     list_nodes = _Part("_reads", Reads.list_nodes)
     list_pools = _Part("_reads", Reads.list_pools)
+    explain_model = _Part("_explain", Explain.explain)
     list_endpoints = _Part("_endpoints", Endpoints.ready)
     endpoints_snapshot = _Part("_endpoints", Endpoints.snapshot)
     prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from coldstart.estimate import Estimate
 from controlplane.decider_code import UNKNOWN
 from controlplane.jobticks import JobTick
+from controlplane.loop.snapshot import PoolFacts
 from controlplane.replay import Replayed
 from controlplane.store.models import DecisionRecord, Node, PolicyVersion, Pool
 from controlplane.store.models import Model as ModelRow
@@ -130,3 +132,19 @@ class ReplayView:
             None,
             self.autoscaler,
         )
+
+
+@dataclass(frozen=True)
+class PoolEstimateView:
+    pool: PoolFacts
+    estimate: Estimate
+    blocked_until: float | None  # epoch; a block that keeps the pool from launching now
+    nodes_in_use: int
+
+
+@dataclass(frozen=True)
+class ExplainView:
+    customer: str
+    model: str
+    desired: int
+    pools: tuple[PoolEstimateView, ...]  # the policy's allowed pools, fastest first

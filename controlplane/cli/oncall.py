@@ -21,6 +21,7 @@ from controlplane.cli.remote import (
     DEFAULT_TIMEOUT_S,
     AddrOption,
     CaOption,
+    ModelArgument,
     Output,
     OutputOption,
     TimeoutOption,
@@ -28,11 +29,10 @@ from controlplane.cli.remote import (
     daemon,
     fail,
     print_json,
+    resolve_model,
 )
-from controlplane.grpc.client import ControlPlaneClient
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
-ModelArgument = Annotated[str, typer.Argument(help="customer/model, or model if unambiguous.")]
 PoolArgument = Annotated[
     str | None,
     typer.Argument(
@@ -71,19 +71,6 @@ def register(app: typer.Typer) -> None:
     )(drain)
 
 
-def _resolve(c: ControlPlaneClient, model: str) -> tuple[str, str]:
-    if "/" in model:
-        customer, name = model.split("/", 1)
-        return customer, name
-    found = c.stub.ListModels(pb.ListModelsRequest(), timeout=c.timeout).models
-    owners = sorted({m.customer for m in found if m.name == model})
-    if len(owners) == 1:
-        return owners[0], model
-    if not owners:
-        fail(f"no model named {model!r}")
-    fail(f"model {model!r} exists for several customers ({', '.join(owners)}): use customer/model")
-
-
 def _show_model(m: pb.Model, output: Output) -> None:
     if output == Output.JSON:
         print_json(m)
@@ -103,7 +90,7 @@ def pin(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
-        customer, name = _resolve(c, model)
+        customer, name = resolve_model(c, model)
         m = c.stub.PinModel(
             pb.PinModelRequest(customer=customer, name=name, replicas=replicas), timeout=c.timeout
         )
@@ -119,7 +106,7 @@ def unpin(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
-        customer, name = _resolve(c, model)
+        customer, name = resolve_model(c, model)
         m = c.stub.PinModel(pb.PinModelRequest(customer=customer, name=name), timeout=c.timeout)
     _show_model(m, output)
 
@@ -128,7 +115,7 @@ def _set_paused(
     model: str, paused: bool, addr: str, token: str | None, ca: Path | None, timeout: float
 ) -> pb.Model:
     with daemon(addr, token, ca, timeout) as c:
-        customer, name = _resolve(c, model)
+        customer, name = resolve_model(c, model)
         m: pb.Model = c.stub.PauseModel(
             pb.PauseModelRequest(customer=customer, name=name, paused=paused), timeout=c.timeout
         )

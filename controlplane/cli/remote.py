@@ -20,6 +20,7 @@ from rich.console import Console
 
 from controlplane.grpc.client import ControlPlaneClient, error_details, format_problem
 from controlplane.grpc.server import DEFAULT_ADDR
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 ADDR_ENV = "GPUCAP_ADDR"
 TOKEN_ENV = "GPUCAP_TOKEN"
@@ -135,3 +136,20 @@ def to_dict(message: Message) -> dict[str, Any]:
 def print_json(message: Message | dict[str, Any] | list[Any]) -> None:
     data = to_dict(message) if isinstance(message, Message) else message
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+ModelArgument = Annotated[str, typer.Argument(help="customer/model, or model if unambiguous.")]
+
+
+def resolve_model(c: ControlPlaneClient, model: str) -> tuple[str, str]:
+    """(customer, name) of ``customer/model``, or of ``model`` when one customer has it."""
+    if "/" in model:
+        customer, name = model.split("/", 1)
+        return customer, name
+    found = c.stub.ListModels(pb.ListModelsRequest(), timeout=c.timeout).models
+    owners = sorted({m.customer for m in found if m.name == model})
+    if len(owners) == 1:
+        return owners[0], model
+    if not owners:
+        fail(f"no model named {model!r}")
+    fail(f"model {model!r} exists for several customers ({', '.join(owners)}): use customer/model")

@@ -24,6 +24,7 @@ from controlplane.api import (
     StatusView,
     is_replayable,
 )
+from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Problem, ScalingBehavior
@@ -340,4 +341,38 @@ def replay(view: ReplayView) -> pb.ReplayDecisionResponse:
         recorded_code=view.recorded_code or "",
         running_code=view.running_code,
         same_code=view.same_code,
+    )
+
+
+def explain(view: ExplainView) -> pb.ExplainModelResponse:
+    return pb.ExplainModelResponse(
+        customer=view.customer,
+        model=view.model,
+        desired_replicas=view.desired,
+        pools=[pool_estimate(v) for v in view.pools],
+    )
+
+
+def pool_estimate(v: PoolEstimateView) -> pb.PoolEstimate:
+    p, est = v.pool, v.estimate
+    return pb.PoolEstimate(
+        pool_id=p.id,
+        cloud=p.cloud,
+        region=p.region,
+        instance_type=p.instance_type,
+        gpu_shape=p.gpu_shape,
+        tier=p.tier,
+        price_usd_per_hour=p.price_usd_per_hour,
+        expected_ready_s=est.seconds,
+        source=est.source,
+        launches=est.launches,
+        phases=[
+            pb.ColdStartPhase(
+                name=ph.name, seconds=ph.seconds, source=ph.source, samples=ph.samples
+            )
+            for ph in est.phases
+        ],
+        cordoned=p.cordoned,
+        blocked_until=ts(datetime.fromtimestamp(v.blocked_until, UTC)) if v.blocked_until else None,
+        nodes_in_use=v.nodes_in_use,
     )

@@ -401,6 +401,12 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         return pb.ListPoolsResponse(pools=[convert.pool(v) for v in views])
 
     @_unary
+    def ExplainModel(
+        self, request: pb.ExplainModelRequest, context: grpc.ServicerContext
+    ) -> pb.ExplainModelResponse:
+        return convert.explain(self.svc.explain_model(request.customer, request.model))
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 

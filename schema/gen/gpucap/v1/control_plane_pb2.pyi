@@ -465,6 +465,70 @@ class ListPoolsResponse(_message.Message):
     pools: _containers.RepeatedCompositeFieldContainer[Pool]
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
 
+class ExplainModelRequest(_message.Message):
+    __slots__ = ("customer", "model")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ColdStartPhase(_message.Message):
+    __slots__ = ("name", "seconds", "source", "samples")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    seconds: float
+    source: str
+    samples: int
+    def __init__(self, name: _Optional[str] = ..., seconds: _Optional[float] = ..., source: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class PoolEstimate(_message.Message):
+    __slots__ = ("pool_id", "cloud", "region", "instance_type", "gpu_shape", "tier", "price_usd_per_hour", "expected_ready_s", "source", "launches", "phases", "cordoned", "blocked_until", "nodes_in_use")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GPU_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_READY_S_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    NODES_IN_USE_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    cloud: str
+    region: str
+    instance_type: str
+    gpu_shape: str
+    tier: str
+    price_usd_per_hour: float
+    expected_ready_s: float
+    source: str
+    launches: int
+    phases: _containers.RepeatedCompositeFieldContainer[ColdStartPhase]
+    cordoned: bool
+    blocked_until: _timestamp_pb2.Timestamp
+    nodes_in_use: int
+    def __init__(self, pool_id: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., gpu_shape: _Optional[str] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., expected_ready_s: _Optional[float] = ..., source: _Optional[str] = ..., launches: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[ColdStartPhase, _Mapping]]] = ..., cordoned: _Optional[bool] = ..., blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., nodes_in_use: _Optional[int] = ...) -> None: ...
+
+class ExplainModelResponse(_message.Message):
+    __slots__ = ("customer", "model", "desired_replicas", "pools")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    desired_replicas: int
+    pools: _containers.RepeatedCompositeFieldContainer[PoolEstimate]
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., desired_replicas: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[PoolEstimate, _Mapping]]] = ...) -> None: ...
+
 class CordonPoolRequest(_message.Message):
     __slots__ = ("pool_id", "cordoned", "reason")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]

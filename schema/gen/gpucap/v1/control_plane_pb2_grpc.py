@@ -134,6 +134,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsResponse.FromString,
                 _registered_method=True)
+        self.ExplainModel = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ExplainModel',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -302,6 +307,14 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainModel(self, request, context):
+        """Where a model's next replica may start and how long it is expected to take there:
+        every pool its policy allows, fastest first, phase by phase with each figure's source.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -426,6 +439,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListPools,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListPoolsResponse.SerializeToString,
+            ),
+            'ExplainModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainModel,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -983,6 +1001,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListPools',
             gpucap_dot_v1_dot_control__plane__pb2.ListPoolsRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListPoolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ExplainModel',
+            gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.FromString,
             options,
             channel_credentials,
             insecure,
