@@ -11,6 +11,7 @@ from controlplane.cli import (
     daemon,
     db,
     decisions,
+    explain,
     oncall,
     policy,
     read,
@@ -28,6 +29,7 @@ app = typer.Typer(
 daemon.register(app)
 read.register(app)
 oncall.register(app)
+explain.register(app)
 decisions.register(app)
 policy.register(app)
 db.register(app)
