@@ -7,14 +7,23 @@
 # wait until it serves. Each phase is reported to the daemon when a report URL is set;
 # without one the daemon polls the engine's health instead. No secret is read from here
 # except the node's single-use token.
+#
+# The environment may set GPUCAP_ROOT (a prefix of the node's own paths), HEALTH_HOST (where
+# the engine answers) and READY_POLL_S: on a cloud's node none is set; a local node of the
+# simulated cloud (providers/sim/local.py) runs this same script under its own folder and
+# loopback address.
 set -euo pipefail
 
-CONF=${GPUCAP_CONF:-/etc/gpucap}
+ROOT=${GPUCAP_ROOT:-}
+CONF=${GPUCAP_CONF:-$ROOT/etc/gpucap}
 # shellcheck source=/dev/null
 . "$CONF/node.env"
 : "${NODE_ID:?}" "${IMAGE:?}" "${PORT:?}" "${HEALTH_PATH:?}" "${GPUS:?}"
-WEIGHTS_DIR=${WEIGHTS_DIR:-/mnt/gpucap/weights}
+WEIGHTS_DIR=${WEIGHTS_DIR:-/mnt/gpucap/weights}  # as the engine sees them
+WEIGHTS_HOST=$ROOT$WEIGHTS_DIR  # where they are on this machine
 READY_TIMEOUT_S=${READY_TIMEOUT_S:-1800}
+READY_POLL_S=${READY_POLL_S:-5}
+HEALTH_HOST=${HEALTH_HOST:-127.0.0.1}
 
 log() { printf '%s gpucap-bootstrap %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 
@@ -50,18 +59,20 @@ start_runtime() {
 fetch_weights() {  # by the URI's scheme, with the node's own identity
   local uri=${WEIGHTS_URI:-}
   [ -n "$uri" ] || { log "no weights URI: the engine fetches its model itself"; return 0; }
-  mkdir -p "$WEIGHTS_DIR"
+  mkdir -p "$WEIGHTS_HOST"
   case $uri in
     s3://*)  # the instance profile
-      aws s3 cp --recursive --only-show-errors "$uri" "$WEIGHTS_DIR" ;;
+      aws s3 cp --recursive --only-show-errors "$uri" "$WEIGHTS_HOST" ;;
     gs://*)  # the instance's service account
-      gcloud storage cp --recursive "${uri%/}/*" "$WEIGHTS_DIR" ;;
+      gcloud storage cp --recursive "${uri%/}/*" "$WEIGHTS_HOST" ;;
     oci://*)  # the instance principal: oci://bucket@namespace/prefix
       local rest=${uri#oci://}
       local bucket=${rest%%@*} after=${rest#*@}
       local namespace=${after%%/*} prefix=${after#*/}
       oci os object bulk-download --auth instance_principal -bn "$bucket" -ns "$namespace" \
-        --prefix "$prefix" --download-dir "$WEIGHTS_DIR" --overwrite ;;
+        --prefix "$prefix" --download-dir "$WEIGHTS_HOST" --overwrite ;;
+    file://*)  # a mounted file system (NFS, a local node's folder)
+      cp -r "${uri#file://}/." "$WEIGHTS_HOST" ;;
     *) fail "cannot fetch weights from $uri" ;;
   esac || fail "fetching $uri"
 }
@@ -76,17 +87,17 @@ start_engine() {
   docker rm -f gpucap-engine >/dev/null 2>&1 || true
   docker run -d --name gpucap-engine --restart unless-stopped --gpus all \
     --network host --ipc host --env-file "$CONF/engine.env" \
-    -v "$WEIGHTS_DIR:$WEIGHTS_DIR:ro" "$IMAGE" "${args[@]}" >/dev/null \
+    -v "$WEIGHTS_HOST:$WEIGHTS_DIR:ro" "$IMAGE" "${args[@]}" >/dev/null \
     || fail "docker run $IMAGE"
 }
 
 wait_ready() {
   local deadline=$(( $(date +%s) + READY_TIMEOUT_S ))
-  until curl --silent --fail --max-time 5 "http://127.0.0.1:$PORT$HEALTH_PATH" >/dev/null; do
+  until curl --silent --fail --max-time 5 "http://$HEALTH_HOST:$PORT$HEALTH_PATH" >/dev/null; do
     [ "$(docker inspect -f '{{.State.Running}}' gpucap-engine 2>/dev/null)" = true ] \
       || fail "the engine exited: $(docker logs --tail 5 gpucap-engine 2>&1 | tr '\n' ' ')"
     [ "$(date +%s)" -lt "$deadline" ] || fail "not serving after ${READY_TIMEOUT_S}s"
-    sleep 5
+    sleep "$READY_POLL_S"
   done
 }
 

@@ -23,6 +23,7 @@ class Metrics:
     completions_total: str  # counter: requests finished
     generation_tokens_total: str  # counter: output tokens
     ttft_seconds: str | None = None  # histogram: time to first token
+    e2e_seconds: str | None = None  # histogram: a request's end-to-end latency
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ ENGINE = EngineSpec(
         completions_total="sglang:num_requests_total",
         generation_tokens_total="sglang:generation_tokens_total",
         ttft_seconds="sglang:time_to_first_token_seconds",
+        e2e_seconds="sglang:e2e_request_latency_seconds",
     ),
     command=command,
     stop="SIGTERM drains every in-flight request, with no time limit",

@@ -35,6 +35,7 @@ ENGINE = EngineSpec(
         completions_total="trtllm_request_success_total",
         generation_tokens_total="trtllm_generation_tokens_total",
         ttft_seconds="trtllm_time_to_first_token_seconds",
+        e2e_seconds="trtllm_e2e_request_latency_seconds",
     ),
     command=command,
     stop="not documented (gpucap's drain waits for in-flight requests first)",

@@ -41,6 +41,7 @@ ENGINE = EngineSpec(
         completions_total="vllm:request_success_total",
         generation_tokens_total="vllm:generation_tokens_total",
         ttft_seconds="vllm:time_to_first_token_seconds",
+        e2e_seconds="vllm:e2e_request_latency_seconds",
     ),
     command=command,
     stop="SIGTERM aborts in-flight requests unless --shutdown-timeout is set",

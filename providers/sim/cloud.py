@@ -6,11 +6,13 @@ clock is injectable so tests drive time by hand."""
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from providers.base import InstanceStatus
 from providers.errors import (
@@ -24,9 +26,13 @@ from providers.errors import (
     Throttled,
     TransientError,
 )
-from schema.catalog import INSTANCE_TYPES, REGIONS
+from schema.catalog import INSTANCE_TYPES, REGIONS, InstanceType
 from schema.types import Cloud
 
+if TYPE_CHECKING:
+    from providers.sim.local import LocalNodes
+
+log = logging.getLogger(__name__)
 FAULTS = ("capacity", "quota", "throttle", "transient", "auth")
 
 
@@ -54,6 +60,7 @@ class SimInstance:
     terminate_requested_at: float | None = None
     user_data: str = ""  # as the create sent it (kept, as a cloud keeps it)
     placement_group: str | None = None  # the placement object's name, for a gang's node
+    private_ip: str | None = None  # a local node's address (None: made up, or address_of)
 
 
 @dataclass
@@ -98,6 +105,12 @@ class SimCloud:
     # Where an instance's engine is reached (None: a made-up 10.0.x.y that nothing answers;
     # the daemon then probes through ``serving``). Tests point it at engines on loopback.
     address_of: Callable[[SimInstance], str] | None = None
+    # Run each instance created with user data as a real local node booting from it, from
+    # the create on (``timings`` still say when the instance shows RUNNING); its address is
+    # the instance's private address; terminate (or an interruption) stops it. A local node
+    # serves when its engine answers there (probe it over HTTP, controlplane/probes.py),
+    # whatever ``serving`` says. None: instances live in memory only.
+    local_nodes: LocalNodes | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -286,6 +299,8 @@ class SimCloud:
             )
             self.instances[inst.instance_id] = inst
             self._tokens[(account, intent_id)] = inst.instance_id
+            if self.local_nodes is not None and user_data:
+                self._boot_local(self.local_nodes, inst, types[instance_type])
             if crash:
                 raise TransientError(
                     "connection reset after the create was accepted",
@@ -293,6 +308,17 @@ class SimCloud:
                     retryable=True,
                 )
             return inst, True
+
+    @staticmethod
+    def _boot_local(nodes: LocalNodes, inst: SimInstance, it: InstanceType) -> None:
+        """As a cloud, the create stands whatever the user data holds: a document that
+        cannot boot leaves an instance whose engine never answers."""
+        try:
+            inst.private_ip = nodes.start(
+                inst.instance_id, inst.user_data, it.gpus, gpu_name=f"NVIDIA {it.gpu}"
+            )
+        except ValueError as exc:
+            log.warning("local node %s does not boot: %s", inst.instance_id, exc)
 
     def _take_fault(
         self, cloud: Cloud, account: str, zone: str | None, region: str, instance_type: str
@@ -374,6 +400,12 @@ class SimCloud:
                 return  # not found (or not ours to see) means done
             if inst.terminate_requested_at is None:
                 inst.terminate_requested_at = self.clock()
+        self._stop_local(instance_id)
+
+    def _stop_local(self, instance_id: str) -> None:
+        """(Outside the lock: a node takes a moment to stop.)"""
+        if self.local_nodes is not None:
+            self.local_nodes.stop(instance_id)
 
     def hang(self, instance_id: str) -> None:
         """The instance runs but its model server never answers (a bad driver, weights
@@ -397,6 +429,7 @@ class SimCloud:
             inst = self.instances.get(instance_id)
             if inst is not None and inst.terminate_requested_at is None:
                 inst.terminate_requested_at = self.clock()
+        self._stop_local(instance_id)
 
     def reap(self) -> None:
         """Forget instances terminated long ago (a real cloud stops listing them)."""

@@ -42,7 +42,7 @@ class SimProvider:
             zone=inst.zone,
             status=self.world.status(inst),
             tags=dict(inst.tags),
-            private_ip=(self.world.address_of or _private_ip)(inst),
+            private_ip=inst.private_ip or (self.world.address_of or _private_ip)(inst),
         )
 
     def _mine(self) -> list[SimInstance]:

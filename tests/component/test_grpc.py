@@ -29,7 +29,6 @@ from controlplane.grpc.server import (
 )
 from controlplane.jobticks import JobTicks
 from controlplane.store.db import Store
-from controlplane.store.migrate import upgrade
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool, Replica
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -37,15 +36,6 @@ from tests.policy_texts import edited, example_policy
 from tests.tls_certs import self_signed_localhost
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path / 'gpucap.db'}"
-    upgrade(url)
-    store = Store.from_url(url)
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,22 +17,12 @@ from controlplane.api import ControlPlaneService
 from controlplane.grpc.client import ControlPlaneClient, error_details
 from controlplane.grpc.server import GrpcServer, serve
 from controlplane.store.db import Store
-from controlplane.store.migrate import upgrade
 from controlplane.store.models import Node, NodePhaseReport
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from tests.component.oncall_kit import add_replica, record_demo_decisions
 from tests.policy_texts import example_policy
 
 EAST = "acme/acme-aws/us-east-1/p5.48xlarge"
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path / 'gpucap.db'}"
-    upgrade(url)
-    store = Store.from_url(url)
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ or a time in the future is refused with the right code, and nothing is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
@@ -125,8 +126,9 @@ def test_the_token_is_spent_when_the_boot_ends(
         assert node.token_expires_at is not None and node.token_expires_at <= NOW
 
 
-@pytest.fixture
-def http_url(svc: ControlPlaneService) -> Iterator[str]:
+@contextlib.contextmanager
+def phases_endpoint(svc: ControlPlaneService) -> Iterator[str]:
+    """The daemon's HTTP port taking phase reports for ``svc``; yields the report URL."""
     server, _ = http_endpoint.serve(
         "127.0.0.1", 0, http_endpoint.app(CollectorRegistry(), svc.report_node_phase)
     )
@@ -134,6 +136,26 @@ def http_url(svc: ControlPlaneService) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}{http_endpoint.PHASES_PATH}"
     finally:
         server.shutdown()
+
+
+def booting_node(store: Store, node_id: str) -> str:
+    """A provisioning node row (and its parents) with a token live for an hour on the real
+    clock (the script's); returns the token."""
+    with store.session() as s:
+        _seed_parents(s)
+        secret = TOKENS.for_node(node_id)
+        row = _node(node_id, f"tok-{node_id}")
+        row.state = "provisioning"
+        row.token_sha256 = digest(secret)
+        row.token_expires_at = datetime.now(UTC) + timedelta(hours=1)
+        s.add(row)
+    return secret
+
+
+@pytest.fixture
+def http_url(svc: ControlPlaneService) -> Iterator[str]:
+    with phases_endpoint(svc) as url:
+        yield url
 
 
 def post(url: str, body: Any, token: str) -> tuple[int, dict[str, Any]]:
@@ -166,23 +188,9 @@ def test_the_http_port_takes_the_same_reports(
 
 def test_the_bootstrap_script_reports_to_the_daemon(tmp_path: Path, store: Store) -> None:
     """node.sh's curl against the daemon's HTTP port, on the real clock (the script's)."""
-    with store.session() as s:
-        _seed_parents(s)
-        secret = TOKENS.for_node("n-3")
-        row = _node("n-3", "tok-n-3")
-        row.state = "provisioning"
-        row.token_sha256 = digest(secret)
-        row.token_expires_at = datetime.now(UTC) + timedelta(hours=1)
-        s.add(row)
-    svc = ControlPlaneService(store)
-    server, _ = http_endpoint.serve(
-        "127.0.0.1", 0, http_endpoint.app(CollectorRegistry(), svc.report_node_phase)
-    )
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}{http_endpoint.PHASES_PATH}"
+    secret = booting_node(store, "n-3")
+    with phases_endpoint(ControlPlaneService(store)) as url:
         code, err = run_node(tmp_path, 8, url, secret, node_id="n-3")
-    finally:
-        server.shutdown()
     assert code == 0, err
     assert "failed" not in err
     assert [p for n, p in phases(store) if n == "n-3"] == sorted(
