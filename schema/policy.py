@@ -10,6 +10,7 @@ Two layers of checking, so every problem can name its field path:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -78,6 +79,39 @@ class Commitment(_Strict):
     reservation: str | None = None  # e.g. an AWS capacity reservation id (cr-...)
 
 
+# Object-store bucket names the three clouds accept (S3's rules are the strictest: 3-63
+# lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# gpucap's default prices of standard object storage, USD per GB-month (the vendors' list
+# prices, first tier, as published in 2026; not in shared/reference/, so an account may set
+# its own with ``staging.usd_per_gb_month``): S3 Standard $0.023 (aws.amazon.com/s3/pricing),
+# Cloud Storage Standard regional $0.020 (cloud.google.com/storage/pricing), OCI Object
+# Storage Standard $0.0255 (oracle.com/cloud/price-list).
+STORAGE_USD_PER_GB_MONTH = {Cloud.AWS: 0.023, Cloud.GCP: 0.020, Cloud.OCI: 0.0255}
+
+
+class AccountStaging(_Strict):
+    """Where this account keeps staged copies of model weights (``coldstart.staging``): one
+    bucket per region (``{region}`` in the name stands for it), under ``prefix``, at most
+    ``budget_gb`` per region (least recently used copies go first)."""
+
+    bucket: Annotated[str, Field(min_length=3, max_length=63)]
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")] = (
+        "gpucap-weights"
+    )
+    budget_gb: Annotated[float, Field(gt=0)] = 1000.0
+    namespace: str | None = None  # OCI's Object Storage namespace (the tenancy's)
+    usd_per_gb_month: Annotated[float, Field(ge=0)] | None = None  # default: the cloud's
+
+    def bucket_in(self, region: str) -> str:
+        return self.bucket.replace("{region}", region)
+
+    def price(self, cloud: Cloud) -> float:
+        if self.usd_per_gb_month is not None:
+            return self.usd_per_gb_month
+        return STORAGE_USD_PER_GB_MONTH[cloud]
+
+
 class Account(_Strict):
     name: Name
     cloud: Cloud
@@ -87,6 +121,22 @@ class Account(_Strict):
     committed: list[Commitment] = []
     # Per-account override of catalog list prices, USD per node-hour, by instance type.
     prices: dict[str, Annotated[float, Field(gt=0)]] = {}
+    staging: AccountStaging | None = None  # None: no weights are staged in this account
+
+    def staging_uri(self, region: str) -> str | None:
+        """The prefix staged weights live under in ``region`` (None: no staging here)."""
+        st = self.staging
+        if st is None:
+            return None
+        bucket = st.bucket_in(region)
+        if self.cloud == Cloud.AWS:
+            return f"s3://{bucket}/{st.prefix}/"
+        if self.cloud == Cloud.GCP:
+            return f"gs://{bucket}/{st.prefix}/"
+        return (
+            f"https://objectstorage.{region}.oraclecloud.com/n/{st.namespace}/b/{bucket}"
+            f"/o/{st.prefix}/"
+        )
 
 
 class TargetMetric(StrEnum):
@@ -108,9 +158,37 @@ class ShapeOption(_Strict):
         return v
 
 
+def cloud_of_uri(uri: str) -> Cloud | None:
+    """The cloud whose object store a weights URI names (None: another kind, e.g. file://)."""
+    if uri.startswith("s3://"):
+        return Cloud.AWS
+    if uri.startswith("gs://"):
+        return Cloud.GCP
+    if uri.startswith("oci://") or re.match(
+        r"^https://objectstorage\.[a-z0-9-]+\.oraclecloud", uri
+    ):
+        return Cloud.OCI
+    return None
+
+
 class Weights(_Strict):
-    uri: str
+    uri: str  # the origin: one object, or a prefix ending in "/" (a directory of shards)
     size_gb: Annotated[float, Field(gt=0)]
+    # The same bytes in other clouds' object stores, one per cloud: staging copies within a
+    # cloud only (a server-side copy cannot cross clouds), from that cloud's origin.
+    mirrors: list[str] = []
+
+    def origin_for(self, cloud: Cloud) -> str | None:
+        return next((u for u in [self.uri, *self.mirrors] if cloud_of_uri(u) == cloud), None)
+
+
+class Staging(_Strict):
+    """Weight pre-staging for one model: copies of its weights in the object stores of the
+    regions where it runs, and of the next ``regions_ahead`` regions placement would pick
+    for it (its overflow pools included), within each account's ``staging`` budget."""
+
+    enabled: bool = True
+    regions_ahead: Annotated[int, Field(ge=0, le=20)] = 1
 
 
 class ScalingTarget(_Strict):
@@ -185,6 +263,7 @@ class Model(_Strict):
     runtime: Runtime = Runtime()  # the inference engine a replica runs (schema/runtime.py)
     image: str | None = None  # the runtime's image, as older policies name it: runtime.image
     weights: Weights | None = None
+    staging: Staging | None = None  # None: weights are fetched from their origin
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
     scaling: ScalingBehavior = ScalingBehavior()
     health: Health = Health()
@@ -271,6 +350,7 @@ def _semantic(p: Policy) -> Iterator[Problem]:
                     ("accounts", i, "committed", j, "region"),
                     f"region {c.region!r} is not one of this account's regions",
                 )
+        yield from _staging_problems(i, acct)
         for name in acct.prices:
             it = INSTANCE_TYPES_BY_NAME.get(name)
             if it is None or it.cloud != acct.cloud:
@@ -306,6 +386,7 @@ def _semantic(p: Policy) -> Iterator[Problem]:
         shapes = [parse_gpu_shape(opt.shape) for opt in m.shapes]  # (checked by ShapeOption)
         for path, reason in runtime_problems(m.runtime, shapes):
             yield Problem(("models", i, "runtime", *path), reason)
+        yield from _weights_problems(i, m)
         for j, cloud in enumerate(m.clouds):
             if cloud not in clouds:
                 yield Problem(
@@ -325,6 +406,59 @@ def _semantic(p: Policy) -> Iterator[Problem]:
         yield Problem(
             ("overflow", "enabled"), "overflow is enabled but no account has owner: shared"
         )
+
+
+def _staging_problems(i: int, acct: Account) -> Iterator[Problem]:
+    st = acct.staging
+    if st is None:
+        return
+    where = ("accounts", i, "staging")
+    if "{region}" not in st.bucket and len(acct.regions) > 1:
+        yield Problem(
+            (*where, "bucket"),
+            "a bucket lives in one region: put {region} in the name for an account with "
+            f"{len(acct.regions)} regions",
+        )
+    for region in acct.regions[:1] if "{region}" not in st.bucket else acct.regions:
+        name = st.bucket_in(region)
+        if not _BUCKET.match(name) or ".." in name:
+            yield Problem(
+                (*where, "bucket"),
+                f"{name!r} is not a valid bucket name (3-63 lowercase letters, digits, dots "
+                "and hyphens, starting and ending with a letter or digit)",
+            )
+            break
+    if acct.cloud == Cloud.OCI and not st.namespace:
+        yield Problem((*where, "namespace"), "an oci account's staging needs its namespace")
+    if acct.cloud != Cloud.OCI and st.namespace is not None:
+        yield Problem(
+            (*where, "namespace"), f"only oci buckets have a namespace, not {acct.cloud.value}"
+        )
+
+
+def _weights_problems(i: int, m: Model) -> Iterator[Problem]:
+    w = m.weights
+    if w is not None:
+        seen: dict[Cloud, str] = {}
+        for j, uri in enumerate(w.mirrors):
+            cloud = cloud_of_uri(uri)
+            path = ("models", i, "weights", "mirrors", j)
+            if cloud is None:
+                yield Problem(path, f"{uri!r} is not an s3://, gs:// or oci:// object URI")
+            elif cloud == cloud_of_uri(w.uri) or cloud in seen:
+                yield Problem(path, f"a second {cloud.value} origin (one per cloud)")
+            else:
+                seen[cloud] = uri
+    if m.staging is not None and m.staging.enabled:
+        if w is None:
+            yield Problem(
+                ("models", i, "staging"), "staging needs the model's weights (uri, size_gb)"
+            )
+        elif not any(cloud_of_uri(u) for u in [w.uri, *w.mirrors]):
+            yield Problem(
+                ("models", i, "staging"),
+                f"weights {w.uri!r} are in no cloud's object store: nothing to copy from",
+            )
 
 
 def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:

@@ -278,3 +278,42 @@ class Event(Base):
     model: Mapped[str | None] = mapped_column(String(63))
     node: Mapped[str | None] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text)
+
+
+class WeightCopy(Base):
+    """A staged copy of one model's weights in one site (an account's staging bucket in a
+    region; ``coldstart.staging``). Written before each provider call with what the call
+    is about to do; ``transfer`` holds each object's progress and the cloud's own resume
+    state (an S3 multipart upload and its parts, a GCS rewrite token, an OCI work request),
+    so a copy interrupted anywhere resumes where the cloud says it is."""
+
+    __tablename__ = "weight_copies"
+    __table_args__ = (UniqueConstraint("customer", "model", "account", "region"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    customer: Mapped[str] = mapped_column(String(63), index=True)
+    model: Mapped[str] = mapped_column(String(63))
+    account: Mapped[str] = mapped_column(String(63))
+    cloud: Mapped[str] = mapped_column(String(8))
+    region: Mapped[str] = mapped_column(String(64))
+    source_uri: Mapped[str] = mapped_column(Text)
+    dest_uri: Mapped[str] = mapped_column(Text)
+    # pending | copying | ready | failed | evicting | evicted
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str] = mapped_column(String(255), default="")  # why it was started
+    bytes_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    transfer: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    attempts: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    retry_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    ready_at: Mapped[datetime | None]
+    verified_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+    evicted_at: Mapped[datetime | None]
+    version: Mapped[int] = mapped_column(default=1)
+
+    __mapper_args__ = {"version_id_col": version}

@@ -27,6 +27,7 @@ from controlplane.store.models import (
     Pool,
     Replica,
     UnavailableOffering,
+    WeightCopy,
 )
 from schema.types import NodeState
 
@@ -181,6 +182,33 @@ def _graph(since_0003: bool = True) -> list[Base]:
         if isinstance(r, Node):  # (since 0004)
             r.token_sha256 = "cd" * 32
             r.token_expires_at = _at(20)
+    rows.append(  # (since 0007)
+        WeightCopy(
+            id=61,
+            customer="acme",
+            model="llama-70b",
+            account="acme-aws",
+            cloud="aws",
+            region="us-east-1",
+            source_uri="s3://acme-origin/llama-70b/",
+            dest_uri="s3://acme-weights-us-east-1/gpucap-weights/acme/llama-70b/",
+            state="copying",
+            reason="replicas run here",
+            bytes_total=140 * 10**9,
+            bytes_done=7 * 10**9,
+            transfer={"objects": [{"key": "a.safetensors", "resume": {"upload_id": "u-1"}}]},
+            attempts=2,
+            error="SlowDown",
+            retry_at=_at(60),
+            created_at=_at(12),
+            updated_at=_at(13),
+            started_at=_at(12),
+            ready_at=_at(14),
+            verified_at=_at(15),
+            last_used_at=_at(16),
+            evicted_at=_at(17),
+        )
+    )
     rows.insert(
         rows.index(next(r for r in rows if isinstance(r, Node))) + 1,
         NodePhaseReport(
