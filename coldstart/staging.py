@@ -263,3 +263,25 @@ def nearest_ready(
     the ready copy in its own site, else None (the origin). A copy in another account is
     not used: the node's identity may read only its own account's buckets."""
     return copies.get(CopyKey(customer, model, account, region))
+
+
+@dataclass(frozen=True)
+class Copied:
+    """One object of a copy, as the manifest or the destination store describes it."""
+
+    uri: str  # the destination's URI
+    size: int
+    checksum: str
+
+
+def mismatches(expected: Sequence[Copied], found: Sequence[Copied]) -> list[str]:
+    """The destination URIs whose object is missing, or differs from its origin in size or
+    checksum (the store's own, ``providers.base.StoredObject.checksum``): what a copy must
+    fetch again before nodes may use it."""
+    there = {f.uri: f for f in found}
+    bad = []
+    for e in expected:
+        f = there.get(e.uri)
+        if f is None or f.size != e.size or f.checksum != e.checksum:
+            bad.append(e.uri)
+    return bad

@@ -26,8 +26,11 @@ def node_boot(
     leader: str | None = None,
     report_url: str | None = None,
     token: str | None = None,
+    staged_uri: str | None = None,
 ) -> NodeBoot:
-    """Raises ValueError where the pool holds no shape of the model or a rank is outside
+    """``staged_uri``: a ready staged copy of the weights in the pool's site
+    (``controlplane/loop/staging.py``); None: the node fetches from the origin. Raises
+    ValueError where the pool holds no shape of the model or a rank is outside
     its gang."""
     option = option_for(model, pool.gpu_shape)
     if option is None:
@@ -45,7 +48,7 @@ def node_boot(
         cloud=Cloud(pool.cloud),
         gpus=shape.gpus,
         launch=resolve(model.runtime, shape, model_path, gang, image=model.image),
-        weights_uri=weights.uri if weights else None,
+        weights_uri=(staged_uri or weights.uri) if weights else None,
         report_url=report_url,
         token=token,
         leader=leader,

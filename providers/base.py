@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from schema.types import Cloud
 
@@ -148,6 +148,60 @@ class Provider(Protocol):
     def copy_object(self, source_uri: str, dest_uri: str) -> None: ...
 
     def delete_placement_group(self, region: str, placement_group: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object in a cloud's object store, as the store describes it."""
+
+    uri: str
+    size: int
+    # The store's own content checksum, equal for an object and a faithful copy of it: the
+    # S3 ETag (an MD5, or the MD5 of the parts' MD5s and "-N" for a multipart object, so a
+    # copy made with the same part sizes has the same one), GCS's md5Hash (crc32c for a
+    # composite object), OCI's content-md5 (opc-multipart-md5 for a multipart object).
+    checksum: str
+    parts: tuple[int, ...] = ()  # S3: the sizes of a multipart object's parts, in order
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """Where one server-side copy stands after a bounded step of it."""
+
+    done: bool
+    bytes_done: int
+    # The cloud's own state to resume from (an S3 upload id and its parts, a GCS rewrite
+    # token, an OCI work request id): recorded by the caller, handed back on the next step.
+    resume: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Weight staging's verbs (``controlplane/loop/staging.py``). Contracts:
+
+    - ``list_objects`` of a URI ending in ``/`` lists every object under that prefix, of
+      another URI that one object; [] when nothing is there (never an error).
+    - ``copy_step`` advances a server-side copy of ``source`` to ``dest_uri`` by about
+      ``max_bytes`` (at least one part or chunk) and returns its progress. Given the
+      ``resume`` state a previous step returned (or none, after a crash before it was
+      recorded), it continues where the cloud says the copy is, never starting a second
+      one: S3 finds its multipart upload by key and asks the upload for its parts.
+    - ``delete_objects`` deletes the object or every object under the prefix, and any
+      unfinished upload there; idempotent.
+    """
+
+    def list_objects(self, region: str, uri: str) -> list[StoredObject]: ...
+
+    def copy_step(
+        self,
+        region: str,
+        source: StoredObject,
+        dest_uri: str,
+        resume: Mapping[str, Any],
+        max_bytes: int,
+    ) -> CopyStep: ...
+
+    def delete_objects(self, region: str, uri: str) -> None: ...
 
 
 def ownership_tags(intent_id: str, customer: str, pool: str, model: str) -> dict[str, str]:

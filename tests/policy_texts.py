@@ -40,3 +40,51 @@ def api_model_spec(name: str = "mistral-7b", **overrides: object) -> dict[str, o
     }
     spec.update(overrides)
     return spec
+
+
+def engines_policy(models: dict[str, tuple[str, int]]) -> str:
+    """acme's policy with one 1xH100 model on AWS per entry, ``name: (engine, port)``."""
+    body = "".join(
+        f"""
+  - name: {name}
+    shapes: [{{shape: 1xH100, max_concurrency: 16}}]
+    clouds: [aws]
+    runtime: {{engine: {engine}, port: {port}}}
+"""
+        for name, (engine, port) in models.items()
+    )
+    return f"""customer: acme
+accounts:
+  - name: acme-aws
+    cloud: aws
+    owner: customer
+    regions: [us-east-1]
+    credentials: {{role_arn: "arn:aws:iam::111122223333:role/gpucap"}}
+models:{body}"""
+
+
+# A policy that stages weights: one customer-owned AWS account with a staging bucket per
+# region, one model whose weights are staged where it runs and one region ahead.
+STAGING_POLICY = """\
+customer: acme
+accounts:
+  - name: acme-aws
+    cloud: aws
+    regions: [us-east-1, us-west-2]
+    credentials:
+      role_arn: arn:aws:iam::123456789012:role/gpucap
+    staging:
+      bucket: acme-weights-{region}
+      budget_gb: 1
+models:
+  - name: llama
+    shapes:
+      - shape: 8xH100
+        max_concurrency: 64
+    weights:
+      uri: s3://acme-origin/llama/
+      size_gb: 0.016
+      mirrors: [gs://acme-origin/llama/]
+    staging:
+      regions_ahead: 1
+"""

@@ -66,6 +66,15 @@ class Tuning:
     # A retiring replica drains anyway when no replacement is ready after this long
     # (``lifecycle.surge``): longer than a 70B model's cold start (coldstart.md, minutes).
     surge_timeout_s: float = 1800.0
+    # Weight staging (``controlplane/loop/staging.py``). The bandwidth limit: per site (an
+    # account's bucket in a region) and tick, at most this many copies advance, sharing
+    # this many bytes of server-side copy (S3 parts, GCS rewrite chunks).
+    staging_s: float = 30.0
+    staging_max_concurrent: int = 2
+    staging_bytes_per_tick: int = 20 * 10**9
+    staging_verify_every_s: float = 600.0  # a ready copy is checked against its origin
+    staging_retry_s: float = 300.0  # a failed copy is tried again after this
+    staging_max_attempts: int = 3  # verifications of one copy before it is failed
 
 
 class SpecCache:

@@ -17,6 +17,7 @@ from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
 from controlplane.loop.reconcile import reconcile
 from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader
+from controlplane.loop.staging import Stager
 from controlplane.store.models import Node
 
 _NODE_STATES = select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL))
@@ -27,6 +28,7 @@ class ControlLoop:
         self.ctx = ctx
         self.reader = SnapshotReader(ctx.specs)
         self._placer = Placer()
+        self._stager = Stager()
         self._last_gc: float | None = None
 
     def collect_metrics(self) -> None:
@@ -51,6 +53,10 @@ class ControlLoop:
         """Orphaned instances terminated (and gangs' placement objects released)."""
         release_placement_groups(self.ctx)
         return collect_garbage(self.ctx)
+
+    def stage_weights(self) -> None:
+        """Weight copies planned, advanced, verified and evicted (``loop/staging.py``)."""
+        self._stager.run(self.ctx, self.reader)
 
     def refresh_offerings(self) -> int:
         return refresh_offerings(self.ctx)

@@ -37,6 +37,7 @@ from controlplane.lifecycle.node import (
 )
 from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
+from controlplane.loop.staging import staged_copy
 from controlplane.node_boot import node_boot
 from controlplane.node_tokens import TOKEN_TTL_S, digest
 from controlplane.probes import ProbeTarget
@@ -519,6 +520,7 @@ def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now:
     row.token_sha256 = digest(secret)
     row.token_expires_at = now + timedelta(seconds=TOKEN_TTL_S)
     spec = ModelSpec.model_validate(model.spec)
+    staged = staged_copy(s, model.customer, model.name, pool.account, pool.region, now)
     boots = node_boot(
         model.customer,
         spec,
@@ -528,6 +530,7 @@ def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now:
         leader=leader,
         report_url=boot.report_url,
         token=secret,
+        staged_uri=staged,
     )
     return render(boots)
 

@@ -88,6 +88,7 @@ NOT_FOUND_CODES = frozenset(
         "InvalidPlacementGroup.Unknown",
         "NoSuchKey",
         "NoSuchBucket",
+        "NoSuchUpload",
         "NotFound",
         "404",
     }

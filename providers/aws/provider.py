@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from providers.aws import images, instances, objects, offerings, placement
 from providers.aws.session import AwsSession
-from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
+from providers.base import (
+    CloudNode,
+    CopyStep,
+    CreateResult,
+    Image,
+    NodeRequest,
+    Offering,
+    StoredObject,
+)
 from providers.errors import InvalidRequest
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
 from schema.policy import Account
@@ -118,6 +126,28 @@ class AwsProvider:
                 self.session, self.session.home_region, source_uri, dest_uri
             ),
         )
+
+    def list_objects(self, region: str, uri: str) -> list[StoredObject]:
+        return self._retried(
+            f"s3 list {uri}", lambda: objects.list_objects(self.session, region, uri)
+        )
+
+    def copy_step(
+        self,
+        region: str,
+        source: StoredObject,
+        dest_uri: str,
+        resume: Mapping[str, Any],
+        max_bytes: int,
+    ) -> CopyStep:
+        # A retried step asks the upload for its parts again, so it never copies one twice.
+        return self._retried(
+            f"s3 copy step {dest_uri}",
+            lambda: objects.copy_step(self.session, region, source, dest_uri, resume, max_bytes),
+        )
+
+    def delete_objects(self, region: str, uri: str) -> None:
+        self._retried(f"s3 delete {uri}", lambda: objects.delete_objects(self.session, region, uri))
 
     def delete_placement_group(self, region: str, placement_group: str) -> None:
         self._retried(

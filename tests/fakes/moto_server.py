@@ -142,6 +142,66 @@ def query_error_body(code: str, message: str, status: int) -> bytes:
     ).encode()
 
 
+def s3_error_body(code: str, message: str) -> bytes:
+    """S3's REST error shape."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message>"
+        f"<RequestId>{uuid.uuid4().hex[:16]}</RequestId></Error>"
+    ).encode()
+
+
+def s3_action(method: str, path: str, headers: Any) -> str:
+    """The S3 operation a REST request is (S3 names none on the wire): what fault rules
+    for S3 match on, e.g. ``UploadPartCopy`` or ``CompleteMultipartUpload``."""
+    query = parse_qs(path.partition("?")[2], keep_blank_values=True)
+    has_key = "/" in path.partition("?")[0].strip("/")
+    copy = bool(headers.get("x-amz-copy-source"))
+    if method == "PUT":
+        if "partNumber" in query:
+            return "UploadPartCopy" if copy else "UploadPart"
+        if not has_key:
+            return "CreateBucket"
+        return "CopyObject" if copy else "PutObject"
+    if method == "POST":
+        if "uploads" in query:
+            return "CreateMultipartUpload"
+        if "uploadId" in query:
+            return "CompleteMultipartUpload"
+        return "DeleteObjects" if "delete" in query else "PostObject"
+    if method == "DELETE":
+        return "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
+    if method == "HEAD":
+        return "HeadObject" if has_key else "HeadBucket"
+    if "uploadId" in query:
+        return "ListParts"
+    if "uploads" in query:
+        return "ListMultipartUploads"
+    return "GetObject" if has_key else "ListObjectsV2"
+
+
+S3_ACTIONS = frozenset(
+    {
+        "UploadPartCopy",
+        "UploadPart",
+        "CreateBucket",
+        "CopyObject",
+        "PutObject",
+        "CreateMultipartUpload",
+        "CompleteMultipartUpload",
+        "DeleteObjects",
+        "PostObject",
+        "AbortMultipartUpload",
+        "DeleteObject",
+        "HeadObject",
+        "HeadBucket",
+        "ListParts",
+        "ListMultipartUploads",
+        "GetObject",
+        "ListObjectsV2",
+    }
+)
+
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 PLACEMENT_ACTIONS = frozenset(
     {"CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"}
@@ -405,6 +465,8 @@ class _Handler(BaseHTTPRequestHandler):
         target = self.headers.get("X-Amz-Target", "")
         if not action and target:  # JSON-protocol services name the operation in a header
             action = target.rsplit(".", 1)[-1]
+        if not action and not form:  # S3's REST requests
+            action = s3_action(self.command, self.path, self.headers)
         rule = self.server.faults.take(action, zone) if action else None
         if rule is not None and rule.body is not None:
             self.send_response(rule.status)
@@ -462,11 +524,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply_error(self, rule: FaultRule, action: str) -> None:
         message = rule.message or f"injected {rule.code}"
         is_ec2 = "/sts" not in self.path and action not in ("AssumeRole", "GetCallerIdentity")
-        payload = (
-            ec2_error_body(rule.code, message)
-            if is_ec2
-            else query_error_body(rule.code, message, rule.status)
-        )
+        if action in S3_ACTIONS:
+            payload = s3_error_body(rule.code, message)
+        elif is_ec2:
+            payload = ec2_error_body(rule.code, message)
+        else:
+            payload = query_error_body(rule.code, message, rule.status)
         self.send_response(rule.status)
         self.send_header("Content-Type", "text/xml")
         self.send_header("Content-Length", str(len(payload)))

@@ -7,30 +7,9 @@ import pytest
 
 from schema.policy_file import PolicyError, parse_policy
 from schema.types import Cloud
+from tests.policy_texts import STAGING_POLICY
 
-GOOD = """\
-customer: acme
-accounts:
-  - name: acme-aws
-    cloud: aws
-    regions: [us-east-1, us-west-2]
-    credentials:
-      role_arn: arn:aws:iam::123456789012:role/gpucap
-    staging:
-      bucket: acme-weights-{region}
-      budget_gb: 800
-models:
-  - name: llama-70b
-    shapes:
-      - shape: 8xH100
-        max_concurrency: 64
-    weights:
-      uri: s3://acme-origin/llama-70b/
-      size_gb: 140
-      mirrors: [gs://acme-origin/llama-70b/]
-    staging:
-      regions_ahead: 2
-"""
+GOOD = STAGING_POLICY
 
 
 def test_staging_fields_parse_and_give_each_region_its_bucket() -> None:
@@ -39,9 +18,9 @@ def test_staging_fields_parse_and_give_each_region_its_bucket() -> None:
     assert acct.staging_uri("us-west-2") == "s3://acme-weights-us-west-2/gpucap-weights/"
     assert acct.staging is not None and acct.staging.price(Cloud.AWS) == 0.023
     model = policy.models[0]
-    assert model.staging is not None and model.staging.regions_ahead == 2
+    assert model.staging is not None and model.staging.regions_ahead == 1
     assert model.weights is not None
-    assert model.weights.origin_for(Cloud.GCP) == "gs://acme-origin/llama-70b/"
+    assert model.weights.origin_for(Cloud.GCP) == "gs://acme-origin/llama/"
     assert model.weights.origin_for(Cloud.OCI) is None
 
 
@@ -59,38 +38,38 @@ CASES = {
         "not a valid bucket name",
     ),
     "namespace on aws": (
-        "      budget_gb: 800",
-        "      budget_gb: 800\n      namespace: acme",
+        "      budget_gb: 1",
+        "      budget_gb: 1\n      namespace: acme",
         "accounts[0].staging.namespace",
         "only oci buckets have a namespace",
     ),
     "zero budget": (
-        "      budget_gb: 800",
+        "      budget_gb: 1",
         "      budget_gb: 0",
         "accounts[0].staging.budget_gb",
         "greater than 0",
     ),
     "mirror in the origin's cloud": (
-        "      mirrors: [gs://acme-origin/llama-70b/]",
-        "      mirrors: [s3://acme-other/llama-70b/]",
+        "      mirrors: [gs://acme-origin/llama/]",
+        "      mirrors: [s3://acme-other/llama/]",
         "models[0].weights.mirrors[0]",
         "a second aws origin",
     ),
     "mirror that is no object store": (
-        "      mirrors: [gs://acme-origin/llama-70b/]",
+        "      mirrors: [gs://acme-origin/llama/]",
         "      mirrors: [file:///mnt/llama]",
         "models[0].weights.mirrors[0]",
         "not an s3://, gs:// or oci:// object URI",
     ),
     "staging without weights": (
-        "    weights:\n      uri: s3://acme-origin/llama-70b/\n      size_gb: 140\n"
-        "      mirrors: [gs://acme-origin/llama-70b/]\n",
+        "    weights:\n      uri: s3://acme-origin/llama/\n      size_gb: 0.016\n"
+        "      mirrors: [gs://acme-origin/llama/]\n",
         "",
         "models[0].staging",
         "staging needs the model's weights",
     ),
     "regions_ahead out of range": (
-        "      regions_ahead: 2",
+        "      regions_ahead: 1",
         "      regions_ahead: 99",
         "models[0].staging.regions_ahead",
         "less than or equal to 20",
