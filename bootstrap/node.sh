@@ -60,17 +60,22 @@ fetch_weights() {  # by the URI's scheme, with the node's own identity
   local uri=${WEIGHTS_URI:-}
   [ -n "$uri" ] || { log "no weights URI: the engine fetches its model itself"; return 0; }
   mkdir -p "$WEIGHTS_HOST"
+  local fetch=$ROOT/opt/gpucap/fetch.py  # parallel ranged reads, verified, resumable
   case $uri in
-    s3://*)  # the instance profile
-      aws s3 cp --recursive --only-show-errors "$uri" "$WEIGHTS_HOST" ;;
-    gs://*)  # the instance's service account
-      gcloud storage cp --recursive "${uri%/}/*" "$WEIGHTS_HOST" ;;
-    oci://*)  # the instance principal: oci://bucket@namespace/prefix
+    s3://*|gs://*) if [ -r "$fetch" ] && command -v python3 >/dev/null; then
+        python3 "$fetch" "$uri" "$WEIGHTS_HOST"
+      elif [ "${uri%%://*}" = s3 ]; then  # the instance profile
+        aws s3 cp --recursive --only-show-errors "$uri" "$WEIGHTS_HOST"
+      else  # the instance's service account
+        gcloud storage cp --recursive "${uri%/}/*" "$WEIGHTS_HOST"
+      fi ;;
+    oci://*)  # the instance principal: oci://bucket@namespace/prefix, 32 objects at once
       local rest=${uri#oci://}
       local bucket=${rest%%@*} after=${rest#*@}
       local namespace=${after%%/*} prefix=${after#*/}
       oci os object bulk-download --auth instance_principal -bn "$bucket" -ns "$namespace" \
-        --prefix "$prefix" --download-dir "$WEIGHTS_HOST" --overwrite ;;
+        --prefix "$prefix" --download-dir "$WEIGHTS_HOST" --overwrite \
+        --parallel-operations-count 32 ;;
     file://*)  # a mounted file system (NFS, a local node's folder)
       cp -r "${uri#file://}/." "$WEIGHTS_HOST" ;;
     *) fail "cannot fetch weights from $uri" ;;

@@ -12,7 +12,9 @@ the bootstrap is told its folder (``GPUCAP_ROOT``) and address (``HEALTH_HOST``)
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import gzip
 import ipaddress
 import itertools
 import json
@@ -187,11 +189,15 @@ def _write_files(home: Path, entries: Sequence[dict[str, Any]]) -> set[str]:
     names them)."""
     written = set()
     for f in entries:
-        if f.get("encoding", "text/plain") != "text/plain":
-            raise ValueError(f"{f['path']}: encoding {f['encoding']} is not supported here")
+        encoding = f.get("encoding", "text/plain")
+        content = str(f.get("content", "")).encode()
+        if encoding == "gz+b64":
+            content = gzip.decompress(base64.b64decode(content))
+        elif encoding != "text/plain":
+            raise ValueError(f"{f['path']}: encoding {encoding} is not supported here")
         path = home / str(f["path"]).lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(f.get("content", "")))
+        path.write_bytes(content)
         path.chmod(int(str(f.get("permissions", "0644")), 8))
         written.add(str(f["path"]))
     return written

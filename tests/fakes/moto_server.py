@@ -63,6 +63,7 @@ class FaultRule:
     zone: str | None = None  # only requests naming this AZ
     drop_response: bool = False  # forward, then drop the connection instead of answering
     body: bytes | None = None  # a canned JSON answer (status ``status``) for what moto lacks
+    corrupt: bool = False  # forward, then answer with the first byte of the body flipped
 
 
 @dataclass
@@ -477,7 +478,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if rule is None and action == "AssumeRole":
             rule = self.server.faults.check_trust(form)
-        if rule is not None and not rule.drop_response:
+        if rule is not None and not rule.drop_response and not rule.corrupt:
             self._reply_error(rule, action)
             return
         pg = self.server.placement
@@ -503,6 +504,9 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.faults.lock:
                 self.server.faults.issued_secrets.extend(found)
             pg.learn_assumed_role(text)
+        if rule is not None and rule.corrupt and payload:  # bytes damaged on the way
+            payload = bytes([payload[0] ^ 0xFF]) + payload[1:]
+            rule = None
         if rule is not None:  # the upstream did the work; the caller never hears about it
             self.close_connection = True
             with contextlib.suppress(OSError):
@@ -612,6 +616,10 @@ class MotoEmulator:
 
     def drop_next_response(self, action: str = "RunInstances") -> None:
         self.faults.add(FaultRule(action, drop_response=True))
+
+    def corrupt_next_response(self, action: str) -> None:
+        """The next ``action`` is done by moto and answered with one byte flipped."""
+        self.faults.add(FaultRule(action, corrupt=True))
 
     def reset_faults(self) -> None:
         self.faults.clear()
