@@ -93,3 +93,11 @@ class Metrics:
             ["source", "reason"],
             registry=r,
         )
+        # The built-in scraper (controlplane/engine_scraper.py): an engine that did not
+        # answer is skipped, its model read from the engines that did.
+        self.engine_scrape_errors = Counter(
+            "gpucap_engine_scrape_errors_total",
+            "Engine metrics scrapes that failed, by reason.",
+            ["customer", "model", "reason"],
+            registry=r,
+        )
