@@ -42,6 +42,7 @@ from controlplane.api.node_phases import NodePhases, PhaseReport
 from controlplane.api.oncall import OnCall
 from controlplane.api.policies import Policies
 from controlplane.api.reads import Reads
+from controlplane.api.staging import Staging
 from controlplane.api.status import Status
 from controlplane.api.tx import Tx
 from controlplane.api.views import (
@@ -136,6 +137,7 @@ class ControlPlaneService:
         self._decisions = Decisions(store, autoscaler or GpucapAutoscaler())
         self._reads = Reads(store)
         self._endpoints = Endpoints(store)
+        self._staging = Staging(store)
         # Explains with the loop's cold-start model and scale (the daemon passes its own).
         self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
         self._status = Status(store, clock, job_ticks)
@@ -169,6 +171,7 @@ class ControlPlaneService:
     list_endpoints = _Part("_endpoints", Endpoints.ready)
     endpoints_snapshot = _Part("_endpoints", Endpoints.snapshot)
     prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)
+    list_staging = _Part("_staging", Staging.list)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -16,6 +16,7 @@ from controlplane.cli import (
     policy,
     read,
     simulate,
+    staging,
 )
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ db.register(app)
 simulate.register(app)
 account.register(app)
 bootstrap.register(app)
+staging.register(app)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from controlplane.api import (
     StatusView,
     is_replayable,
 )
+from controlplane.api.staging import CopyView, SiteView, StagingView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -375,4 +376,52 @@ def pool_estimate(v: PoolEstimateView) -> pb.PoolEstimate:
         cordoned=p.cordoned,
         blocked_until=ts(datetime.fromtimestamp(v.blocked_until, UTC)) if v.blocked_until else None,
         nodes_in_use=v.nodes_in_use,
+    )
+
+
+def staging(view: StagingView) -> pb.ListStagingResponse:
+    return pb.ListStagingResponse(
+        copies=[weight_copy(c) for c in view.copies], sites=[staging_site(x) for x in view.sites]
+    )
+
+
+def weight_copy(c: CopyView) -> pb.WeightCopy:
+    r = c.row
+    return pb.WeightCopy(
+        customer=r.customer,
+        model=r.model,
+        account=r.account,
+        cloud=r.cloud,
+        region=r.region,
+        state=r.state,
+        reason=r.reason,
+        source_uri=r.source_uri,
+        dest_uri=r.dest_uri,
+        bytes_total=r.bytes_total or 0,
+        bytes_done=r.bytes_done or 0,
+        progress=c.progress,
+        objects=c.objects,
+        objects_done=c.objects_done,
+        attempts=r.attempts,
+        error=r.error or "",
+        usd_per_month=c.usd_per_month,
+        started_at=ts(r.started_at),
+        ready_at=ts(r.ready_at),
+        verified_at=ts(r.verified_at),
+        last_used_at=ts(r.last_used_at),
+        retry_at=ts(r.retry_at),
+    )
+
+
+def staging_site(x: SiteView) -> pb.StagingSite:
+    return pb.StagingSite(
+        customer=x.customer,
+        account=x.account,
+        cloud=x.cloud,
+        region=x.region,
+        prefix_uri=x.prefix_uri,
+        budget_bytes=x.budget_bytes,
+        used_bytes=x.used_bytes,
+        usd_per_gb_month=x.usd_per_gb_month,
+        usd_per_month=x.usd_per_month,
     )

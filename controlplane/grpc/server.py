@@ -407,6 +407,14 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         return convert.explain(self.svc.explain_model(request.customer, request.model))
 
     @_unary
+    def ListStaging(
+        self, request: pb.ListStagingRequest, context: grpc.ServicerContext
+    ) -> pb.ListStagingResponse:
+        return convert.staging(
+            self.svc.list_staging(request.customer or None, request.model or None)
+        )
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 

@@ -45,6 +45,7 @@ from coldstart.staging import (
     mismatches,
     plan,
 )
+from controlplane.active_policies import ActivePolicies
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.snapshot import PoolFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import pool_view
@@ -52,7 +53,7 @@ from controlplane.placement import ModelView, PlacementInput
 from controlplane.placement.plan import POLICY_FILTERS, TIER_RANK, option_for
 from controlplane.store.events import record_event
 from controlplane.store.models import Account as AccountRow
-from controlplane.store.models import Customer, PolicyVersion, WeightCopy
+from controlplane.store.models import WeightCopy
 from providers.base import ObjectStore, StoredObject
 from providers.errors import (
     AuthFailed,
@@ -65,7 +66,6 @@ from providers.errors import (
 )
 from schema.policy import Model as ModelSpec
 from schema.policy import Policy
-from schema.policy_file import parse_policy
 from schema.types import Cloud
 
 log = structlog.get_logger("gpucap.loop")
@@ -80,13 +80,13 @@ class Stager:
     when a customer's active policy changes)."""
 
     def __init__(self) -> None:
-        self._policies: dict[str, tuple[str, Policy]] = {}
+        self._policies = ActivePolicies()
 
     def run(self, ctx: LoopContext, reader: SnapshotReader) -> None:
         now = ctx.now()
         with ctx.store.session() as s:
             snap = reader.read(s, now, placement=True)
-            policies = self._active_policies(s)
+            policies = self._policies.read(s)
             accounts = {(a.customer, a.name): a for a in s.scalars(select(AccountRow))}
             rows = list(s.scalars(select(WeightCopy).where(WeightCopy.state.in_(HELD_STATES))))
         sites = _sites(policies, lambda c, a: _store_of(ctx, accounts.get((c, a))))
@@ -98,19 +98,6 @@ class Stager:
         _evict(ctx, accounts)
         _advance(ctx, accounts)
         _reverify(ctx, accounts)
-
-    def _active_policies(self, s: Session) -> dict[str, Policy]:
-        out: dict[str, Policy] = {}
-        for cust in s.scalars(select(Customer)):
-            pv = s.get(PolicyVersion, cust.active_policy_id) if cust.active_policy_id else None
-            if pv is None:
-                continue
-            cached = self._policies.get(cust.name)
-            if cached is None or cached[0] != pv.sha256:
-                cached = (pv.sha256, parse_policy(pv.raw_yaml, pv.source or cust.name).policy)
-                self._policies[cust.name] = cached
-            out[cust.name] = cached[1]
-        return out
 
 
 # ---- the plan's input ---------------------------------------------------------------------

@@ -605,6 +605,92 @@ class ListEndpointsResponse(_message.Message):
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
     def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
+class ListStagingRequest(_message.Message):
+    __slots__ = ("customer", "model")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class WeightCopy(_message.Message):
+    __slots__ = ("customer", "model", "account", "cloud", "region", "state", "reason", "source_uri", "dest_uri", "bytes_total", "bytes_done", "progress", "objects", "objects_done", "attempts", "error", "usd_per_month", "started_at", "ready_at", "verified_at", "last_used_at", "retry_at")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    DEST_URI_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BYTES_DONE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_DONE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_AT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    account: str
+    cloud: str
+    region: str
+    state: str
+    reason: str
+    source_uri: str
+    dest_uri: str
+    bytes_total: int
+    bytes_done: int
+    progress: float
+    objects: int
+    objects_done: int
+    attempts: int
+    error: str
+    usd_per_month: float
+    started_at: _timestamp_pb2.Timestamp
+    ready_at: _timestamp_pb2.Timestamp
+    verified_at: _timestamp_pb2.Timestamp
+    last_used_at: _timestamp_pb2.Timestamp
+    retry_at: _timestamp_pb2.Timestamp
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., source_uri: _Optional[str] = ..., dest_uri: _Optional[str] = ..., bytes_total: _Optional[int] = ..., bytes_done: _Optional[int] = ..., progress: _Optional[float] = ..., objects: _Optional[int] = ..., objects_done: _Optional[int] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., usd_per_month: _Optional[float] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., verified_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StagingSite(_message.Message):
+    __slots__ = ("customer", "account", "cloud", "region", "prefix_uri", "budget_bytes", "used_bytes", "usd_per_gb_month", "usd_per_month")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_URI_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_GB_MONTH_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    account: str
+    cloud: str
+    region: str
+    prefix_uri: str
+    budget_bytes: int
+    used_bytes: int
+    usd_per_gb_month: float
+    usd_per_month: float
+    def __init__(self, customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., prefix_uri: _Optional[str] = ..., budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., usd_per_gb_month: _Optional[float] = ..., usd_per_month: _Optional[float] = ...) -> None: ...
+
+class ListStagingResponse(_message.Message):
+    __slots__ = ("copies", "sites")
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    SITES_FIELD_NUMBER: _ClassVar[int]
+    copies: _containers.RepeatedCompositeFieldContainer[WeightCopy]
+    sites: _containers.RepeatedCompositeFieldContainer[StagingSite]
+    def __init__(self, copies: _Optional[_Iterable[_Union[WeightCopy, _Mapping]]] = ..., sites: _Optional[_Iterable[_Union[StagingSite, _Mapping]]] = ...) -> None: ...
+
 class WatchEndpointsRequest(_message.Message):
     __slots__ = ("customer", "model", "since_revision")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]

@@ -139,6 +139,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.FromString,
                 _registered_method=True)
+        self.ListStaging = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ListStaging',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -315,6 +320,14 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListStaging(self, request, context):
+        """Staged copies of models' weights: what is where, with progress, and each site's budget
+        and storage cost (a site: an account's staging bucket in one region).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -444,6 +457,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ExplainModel,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.SerializeToString,
+            ),
+            'ListStaging': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListStaging,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1028,6 +1046,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ExplainModel',
             gpucap_dot_v1_dot_control__plane__pb2.ExplainModelRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ExplainModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListStaging(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ListStaging',
+            gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.FromString,
             options,
             channel_credentials,
             insecure,
