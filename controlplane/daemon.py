@@ -1,5 +1,6 @@
-"""The gpucap daemon: wires the store, the control loop, the gRPC server and /metrics, and
-runs the loop's jobs on APScheduler.
+"""The gpucap daemon: wires the store, the control loop, the gRPC server and /metrics, runs
+the loop's jobs on APScheduler and, beside them, what its wiring adds (the demo's
+companions: its local nodes, its Prometheus, its load generator).
 
 Each job runs on its own interval with ``max_instances=1`` and ``coalesce=True``: a slow
 tick never piles up behind itself, and missed ticks collapse into one (the loop is level
@@ -10,16 +11,14 @@ last good policy stays active)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -45,6 +44,16 @@ from schema.policy_includes import read_policy_text
 log = structlog.get_logger("gpucap.daemon")
 
 
+class Companion(Protocol):
+    """What runs beside the loop for as long as the daemon does (the demo's local nodes, its
+    Prometheus, its load generator): started once the daemon's ports are bound, before the
+    first tick; stopped after the last one, in the reverse order."""
+
+    def start(self, daemon: Daemon) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass
 class Wiring:
     """What differs between a real deployment and the demo."""
@@ -63,6 +72,10 @@ class Wiring:
     external_ids: ExternalIdGenerator | None = None
     # What creates put into user data (None: nothing; the simulated clouds boot no one).
     boot: BootConfig | None = None
+    # The nodes run on this host and report their phases to this daemon's own HTTP port
+    # (the demo's local nodes), whatever ``boot.report_url`` says.
+    boot_reports_here: bool = False
+    companions: list[Companion] = field(default_factory=list)
 
 
 class Daemon:
@@ -89,6 +102,7 @@ class Daemon:
         self._http: Any = None
         self.grpc_port: int | None = None
         self.metrics_port: int | None = None
+        self._companions: list[Companion] = []  # the ones started, to stop
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -105,6 +119,12 @@ class Daemon:
             job_ticks=self.job_ticks,
         )
         self.apply_policies()
+        self._start_metrics()
+        self._start_grpc()
+        boot = w.boot
+        if boot is not None and w.boot_reports_here and self.metrics_port is not None:
+            here = f"http://127.0.0.1:{self.metrics_port}{http_endpoint.PHASES_PATH}"
+            boot = replace(boot, report_url=here)
         ctx = LoopContext(
             store=self.store,
             providers=w.providers,
@@ -114,11 +134,12 @@ class Daemon:
             telemetry=self.telemetry,
             tuning=w.tuning,
             clock=self.clock,
-            boot=w.boot,
+            boot=boot,
         )
         self.loop = ControlLoop(ctx)
-        self._start_metrics()
-        self._start_grpc()
+        for companion in w.companions:
+            companion.start(self)
+            self._companions.append(companion)
         self._start_scheduler()
         log.info(
             "daemon.started",
@@ -152,6 +173,12 @@ class Daemon:
             # wait=True: the ticks that are running finish; no new ones start.
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+        while self._companions:
+            companion = self._companions.pop()
+            try:
+                companion.stop()
+            except Exception:  # the others must still stop (no process left behind)
+                log.exception("companion.stop_failed", companion=type(companion).__name__)
         if self._grpc is not None:
             self._grpc.stop(5.0)
             self._grpc = None
@@ -323,54 +350,4 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
         telemetry=telemetry,
         external_ids=ids,
         boot=boot,
-    )
-
-
-def demo_wiring(state_dir: Path) -> Wiring:
-    from controlplane.demo.traffic import demo_traffic
-    from controlplane.resolvers import SimHealth, SimResolver
-    from providers.sim import SimCloud, SimTimings
-    from schema.types import Cloud
-
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    db = state_dir / "demo.db"
-    # A fresh world each run: the simulated cloud lives in memory, so yesterday's database
-    # would describe instances that no longer exist anywhere.
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(f"{db}{suffix}")
-    # Small pools, so bursts spill from the customer's AWS to its GCP and then to shared
-    # OCI, as real stockouts make them do.
-    world = SimCloud(
-        timings=SimTimings(boot_s=3.0, serve_s=5.0, terminate_s=1.0), default_capacity=2
-    )
-    world.set_capacity(Cloud.AWS, "us-east-1", "p5.4xlarge", 8)
-    policy = resources.files("controlplane.demo").joinpath("policy.yaml").read_text()
-    tuning = replace(
-        Tuning(),
-        collect_s=1.0,
-        decide_s=2.0,
-        place_s=2.0,
-        reconcile_s=1.0,
-        offerings_every_s=10.0,
-        gc_every_s=20.0,
-        capacity_block_s=30.0,
-        quota_block_s=60.0,
-        auth_block_s=60.0,
-        stable_window_s=12.0,
-        burst_window_s=3.0,
-        scale_down_delay_s=20.0,
-        backoff_base_s=0.5,
-        backoff_max_s=5.0,
-        # ~8 s instead of ~25 min: matches the simulated boot + serve time above.
-        cold_start_scale=8.0 / 1500.0,
-        provision_timeout_s=120.0,
-    )
-    return Wiring(
-        database_url=f"sqlite:///{db}",
-        providers=SimResolver(world),
-        health=SimHealth(world),
-        metrics_source=demo_traffic(),
-        tuning=tuning,
-        policy_texts=[("demo/policy.yaml", policy)],
     )

@@ -1,9 +1,11 @@
 """Where traffic metrics come from. A source returns, per model, one sample for the interval
 that just ended, or ``None`` when it has nothing (never zero for "unknown").
 
-- :class:`SyntheticTraffic` generates bursty demand for the demo and serves it with the
-  replicas that are actually ready (so the demo's queue grows when capacity lags);
-- a Prometheus source (reading vLLM/gateway metrics) plugs in behind the same protocol.
+- :class:`SyntheticTraffic` generates bursty demand (:class:`TrafficShape`, the shapes the
+  demo's load generator sends as real requests) and serves it with the replicas that are
+  actually ready (so its queue grows when capacity lags);
+- the Prometheus source (``prometheus_source``) and the built-in scraper of the engines
+  (``engine_scraper``) read real engines behind the same protocol.
 """
 
 from __future__ import annotations
@@ -46,6 +48,25 @@ class TrafficShape:
     wave_period_s: float = 300.0
     tokens_per_request: float = 250.0
     first_burst_s: float = 10.0
+    phase_s: float | None = None  # how much later the bursts come; None: seeded per model
+
+    def rate(self, t: float, phase: float = 0.0) -> float:
+        """Requests/s at ``t`` seconds after traffic starts; ``phase`` delays the bursts."""
+        wave = 1.0 + 0.3 * math.sin(2 * math.pi * t / self.wave_period_s)
+        since = (t - self.first_burst_s - phase) % self.burst_every_s
+        bursting = t >= self.first_burst_s + phase and since < self.burst_len_s
+        return self.base_rps * wave * (self.burst_factor if bursting else 1.0)
+
+    def peak_rps(self) -> float:
+        """No instant's rate is above this."""
+        return self.base_rps * 1.3 * max(self.burst_factor, 1.0)
+
+
+def burst_phase(seed: int, key: ModelKey, shape: TrafficShape) -> float:
+    """The shape's phase, else one seeded per model so their bursts do not all coincide."""
+    if shape.phase_s is not None:
+        return shape.phase_s
+    return random.Random(f"{seed}:{key}").uniform(0, shape.burst_every_s / 2)
 
 
 @dataclass
@@ -62,12 +83,7 @@ class SyntheticTraffic:
     def rate(self, key: ModelKey, t: float) -> float:
         """Requests/s at ``t`` seconds after the first collection."""
         shape = self.shapes[key]
-        # Each model's bursts are offset by a seeded phase so they do not all coincide.
-        phase = random.Random(f"{self.seed}:{key}").uniform(0, shape.burst_every_s / 2)
-        wave = 1.0 + 0.3 * math.sin(2 * math.pi * t / shape.wave_period_s)
-        since = (t - shape.first_burst_s - phase) % shape.burst_every_s
-        bursting = t >= shape.first_burst_s + phase and since < shape.burst_len_s
-        return shape.base_rps * wave * (shape.burst_factor if bursting else 1.0)
+        return shape.rate(t, burst_phase(self.seed, key, shape))
 
     def collect(
         self, now: float, capacity: Mapping[ModelKey, Capacity]

@@ -24,7 +24,10 @@ def daemon(
         Path | None, typer.Option("--config", "-c", help="Daemon config file (YAML).")
     ] = None,
     demo: Annotated[
-        bool, typer.Option("--demo", help="Simulated clouds, demo policy, generated traffic.")
+        bool,
+        typer.Option(
+            "--demo", help="Simulated clouds on local nodes, demo policy, bursty traffic."
+        ),
     ] = False,
     grpc_addr: Annotated[
         str | None, typer.Option("--grpc-addr", help="Override the gRPC listen address.")
@@ -38,7 +41,9 @@ def daemon(
     ] = "json",
 ) -> None:
     """Run the daemon: metrics -> autoscaler -> placement -> reconciler -> providers."""
-    from controlplane.daemon import Daemon, cloud_wiring, demo_wiring
+    from controlplane.daemon import Daemon, cloud_wiring
+    from controlplane.demo import STATE_SUBDIR
+    from controlplane.demo.wiring import demo_wiring
     from controlplane.settings import state_dir
 
     cfg = DaemonConfig()
@@ -63,7 +68,7 @@ def daemon(
     configure_logging(cfg.log_level, json=log_format == "json")
 
     if demo:
-        wiring = demo_wiring(state_dir() / "demo")
+        wiring = demo_wiring(state_dir() / STATE_SUBDIR)
     else:
         base = config.parent if config is not None else Path.cwd()
         try:
@@ -81,7 +86,9 @@ def daemon(
     if demo:
         err.print(
             f"[bold green]gpucap demo running[/] — gRPC {cfg.grpc.addr}, metrics "
-            f"{cfg.metrics_addr or 'off'}. In another terminal: [bold]gpucap models[/], "
-            "[bold]gpucap nodes[/], [bold]gpucap pools[/], [bold]gpucap events[/]. Ctrl-C stops."
+            f"{cfg.metrics_addr or 'off'}; its nodes are local processes. In another "
+            "terminal: [bold]gpucap models[/], [bold]gpucap nodes[/], [bold]gpucap endpoints[/], "
+            "[bold]gpucap events -f[/]; [bold]gpucap demo kill-engine NODE[/] crashes a node's "
+            "engine. Ctrl-C stops."
         )
     d.run_forever()

@@ -11,6 +11,7 @@ from controlplane.cli import (
     daemon,
     db,
     decisions,
+    demo,
     explain,
     oncall,
     policy,
@@ -37,6 +38,7 @@ db.register(app)
 simulate.register(app)
 account.register(app)
 bootstrap.register(app)
+demo.register(app)
 staging.register(app)
 
 
