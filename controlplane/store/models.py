@@ -317,3 +317,42 @@ class WeightCopy(Base):
     version: Mapped[int] = mapped_column(default=1)
 
     __mapper_args__ = {"version_id_col": version}
+
+
+class MachineImage(Base):
+    """One build of a baked machine image (``coldstart.images``) for one key (customer,
+    account, region, runtime image). The row is written (state ``pending``) before the
+    builder's create, and its id is the builder's intent id and idempotency token, as a
+    node's is; ``image_name`` (derived from the id) makes the image create find-or-create.
+    ``image_version`` counts the key's builds; ``source_digest`` is what the builder pulled
+    (its ``baked`` report). The builder's boot token is stored hashed, as a node's."""
+
+    __tablename__ = "machine_images"
+    __table_args__ = (Index("ix_machine_images_key", "customer", "account", "region"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    customer: Mapped[str] = mapped_column(String(63))
+    account: Mapped[str] = mapped_column(String(63))
+    cloud: Mapped[str] = mapped_column(String(8))
+    region: Mapped[str] = mapped_column(String(64))
+    runtime_image: Mapped[str] = mapped_column(String(255))
+    image_version: Mapped[int] = mapped_column(default=1)
+    instance_type: Mapped[str] = mapped_column(String(64))  # the builder's
+    # pending | building | imaging | ready | failed | deleting | deleted
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    builder_instance_id: Mapped[str | None] = mapped_column(String(255))
+    builder_terminated_at: Mapped[datetime | None]
+    image_name: Mapped[str] = mapped_column(String(63))
+    image_id: Mapped[str | None] = mapped_column(String(255))
+    source_digest: Mapped[str | None] = mapped_column(String(255))
+    error: Mapped[str | None] = mapped_column(Text)
+    token_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    token_expires_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    state_at: Mapped[datetime]  # when it entered its state
+    baked_at: Mapped[datetime | None]  # the builder's report
+    ready_at: Mapped[datetime | None]
+    deleted_at: Mapped[datetime | None]
+    version: Mapped[int] = mapped_column(default=1)
+
+    __mapper_args__ = {"version_id_col": version}

@@ -20,6 +20,7 @@ from controlplane.store.models import (
     Customer,
     DecisionRecord,
     Event,
+    MachineImage,
     Model,
     Node,
     NodePhaseReport,
@@ -207,6 +208,32 @@ def _graph(since_0003: bool = True) -> list[Base]:
             verified_at=_at(15),
             last_used_at=_at(16),
             evicted_at=_at(17),
+        )
+    )
+    rows.append(  # (since 0008)
+        MachineImage(
+            id="bake-1",
+            customer="acme",
+            account="acme-aws",
+            cloud="aws",
+            region="us-east-1",
+            runtime_image="vllm/vllm-openai:v0.11.0",
+            image_version=3,
+            instance_type="p5.48xlarge",
+            state="ready",
+            builder_instance_id="i-0123456789abcdef0",
+            builder_terminated_at=_at(24),
+            image_name="gpucap-bake-1",
+            image_id="ami-0123456789abcdef0",
+            source_digest="sha256:" + "ef" * 32,
+            error="an earlier attempt timed out",
+            token_sha256="ab" * 32,
+            token_expires_at=_at(22),
+            created_at=_at(18),
+            state_at=_at(23),
+            baked_at=_at(21),
+            ready_at=_at(23),
+            deleted_at=_at(25),
         )
     )
     rows.insert(
