@@ -12,15 +12,18 @@ copied to the same relative key under the destination prefix (weights are direct
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from providers.errors import InvalidRequest, ProviderError, TransientError
+from providers.base import CopyStep, StoredObject
+from providers.errors import InvalidRequest, NotFound, ProviderError, TransientError
 from providers.gcp import errors as gerr
 from providers.gcp.session import GcpSession
 
 CALL_TIMEOUT_S = 60.0
 MAX_REWRITE_CALLS = 10_000  # bounds a rewrite loop that never reports done
+MiB = 1024 * 1024  # maxBytesRewrittenPerCall must be a multiple of it (objects.rewrite)
 
 
 def parse_gs_uri(uri: str) -> tuple[str, str]:
@@ -50,15 +53,70 @@ class GcsCopier:
         self._rewrite(sb, sk, db, dk or sk)
 
     def _list(self, bucket: str, prefix: str) -> list[str]:
-        names: list[str] = []
+        return [str(i["name"]) for i in self._items(bucket, prefix)]
+
+    def _items(self, bucket: str, prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
         token = ""
         while True:
             params = {"prefix": prefix, **({"pageToken": token} if token else {})}
             body = self._call("GET", f"/storage/v1/b/{quote(bucket, safe='')}/o", params)
-            names.extend(str(i["name"]) for i in body.get("items", []))
+            items.extend(body.get("items", []))
             token = str(body.get("nextPageToken") or "")
             if not token:
-                return names
+                return items
+
+    # -- staging's verbs (providers.base.ObjectStore) --------------------------------------
+
+    def list_objects(self, uri: str) -> list[StoredObject]:
+        """The objects under a prefix (or the one object), with the checksum GCS keeps: its
+        md5Hash, which a rewrite keeps; crc32c for a composite object (it has no MD5)."""
+        bucket, key = parse_gs_uri(uri)
+        try:
+            if key and not key.endswith("/"):
+                path = f"/storage/v1/b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
+                items = [self._call("GET", path, {})]
+            else:
+                items = self._items(bucket, key)
+        except NotFound:
+            return []
+        return [_stored(bucket, i) for i in items if not str(i["name"]).endswith("/")]
+
+    def copy_step(
+        self, source: StoredObject, dest_uri: str, resume: Mapping[str, Any], max_bytes: int
+    ) -> CopyStep:
+        """One ``objects.rewrite`` call of at most ``max_bytes`` (rounded up to a MiB),
+        continued from the recorded ``rewriteToken`` (a crash between two calls resumes
+        where GCS says the rewrite is)."""
+        sb, sk = parse_gs_uri(source.uri)
+        db, dk = parse_gs_uri(dest_uri)
+        path = (
+            f"/storage/v1/b/{quote(sb, safe='')}/o/{quote(sk, safe='')}"
+            f"/rewriteTo/b/{quote(db, safe='')}/o/{quote(dk, safe='')}"
+        )
+        params = {"maxBytesRewrittenPerCall": str(max(1, -(-max_bytes // MiB)) * MiB)}
+        token = str(resume.get("rewrite_token") or "")
+        if token:
+            params["rewriteToken"] = token
+        body = self._call("POST", path, params)
+        done = int(body.get("totalBytesRewritten") or 0)
+        if body.get("done"):
+            return CopyStep(True, int(body.get("objectSize") or done))
+        token = str(body.get("rewriteToken") or "")
+        if not token:
+            raise TransientError(f"rewrite of {source.uri} not done and no token")
+        return CopyStep(False, done, {"rewrite_token": token})
+
+    def delete_objects(self, uri: str) -> None:
+        bucket, key = parse_gs_uri(uri)
+        names = [key] if key and not key.endswith("/") else self._list(bucket, key)
+        for name in names:
+            try:
+                self._call(
+                    "DELETE", f"/storage/v1/b/{quote(bucket, safe='')}/o/{quote(name, safe='')}", {}
+                )
+            except NotFound:
+                continue
 
     def _rewrite(self, sb: str, sk: str, db: str, dk: str) -> None:
         path = (
@@ -88,8 +146,16 @@ class GcsCopier:
         if resp.status_code >= 400:
             message, reasons = _error_of(resp)
             raise gerr.from_http(resp.status_code, message, reasons, where, response=resp)
+        if resp.status_code == 204 or not resp.content:  # (a delete answers with no body)
+            return {}
         body: dict[str, Any] = resp.json()
         return body
+
+
+def _stored(bucket: str, item: dict[str, Any]) -> StoredObject:
+    md5 = item.get("md5Hash")
+    checksum = f"md5:{md5}" if md5 else f"crc32c:{item.get('crc32c', '')}"
+    return StoredObject(f"gs://{bucket}/{item['name']}", int(item.get("size") or 0), checksum)
 
 
 def _error_of(resp: Any) -> tuple[str, list[str]]:

@@ -13,9 +13,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
+from providers.base import (
+    CloudNode,
+    CopyStep,
+    CreateResult,
+    Image,
+    NodeRequest,
+    Offering,
+    StoredObject,
+)
 from providers.gcp import errors as gerr
 from providers.gcp.images import GcpImages
 from providers.gcp.instances import GcpInstances
@@ -98,11 +106,20 @@ class GcpProvider:
 
         return self._retried("offerings", attempt)
 
-    def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create_image(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         return self._retried(
             f"create image {name}",
-            lambda: self.images.create(region, source_instance_id, name),
+            lambda: self.images.create(region, source_instance_id, name, tags),
         )
+
+    def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        return self._retried("list images", lambda: self.images.list(region, tags))
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
         return self._retried(
@@ -114,6 +131,26 @@ class GcpProvider:
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
         self._retried("gcs copy", lambda: self.objects.copy(source_uri, dest_uri))
+
+    def list_objects(self, region: str, uri: str) -> list[StoredObject]:
+        return self._retried(f"gcs list {uri}", lambda: self.objects.list_objects(uri))
+
+    def copy_step(
+        self,
+        region: str,
+        source: StoredObject,
+        dest_uri: str,
+        resume: Mapping[str, Any],
+        max_bytes: int,
+    ) -> CopyStep:
+        # (a retried call sends the same token: GCS continues the same rewrite)
+        return self._retried(
+            f"gcs rewrite {dest_uri}",
+            lambda: self.objects.copy_step(source, dest_uri, resume, max_bytes),
+        )
+
+    def delete_objects(self, region: str, uri: str) -> None:
+        self._retried(f"gcs delete {uri}", lambda: self.objects.delete_objects(uri))
 
     def delete_placement_group(self, region: str, placement_group: str) -> None:
         self._retried(

@@ -37,7 +37,9 @@ Usage::
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import itertools
 import json
 import re
@@ -49,6 +51,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import crc32c
 
 ANONYMOUS = "anonymous"
 
@@ -689,6 +693,11 @@ ROUTES: list[Route] = [
     ("GET", re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o$"), "obj_list"),
     ("GET", re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)$"), "obj_get"),
     (
+        "DELETE",
+        re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)$"),
+        "obj_delete",
+    ),
+    (
         "POST",
         re.compile(
             r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)"
@@ -735,6 +744,7 @@ FAULT_METHOD = {
     "image_delete": "images.delete",
     "obj_list": "storage.list",
     "obj_get": "storage.get",
+    "obj_delete": "storage.delete",
     "obj_rewrite": "storage.rewrite",
     "iam_token": "iam.generateAccessToken",
 }
@@ -797,7 +807,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, HttpError(400, f"Invalid JSON payload: {e}", "parseError").body())
 
     def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        data = b"" if status == 204 else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
@@ -1513,6 +1523,9 @@ class _Handler(BaseHTTPRequestHandler):
             "name": name,
             "id": f"{bucket}/{name}/1",
             "size": str(len(data)),
+            # base64 of the MD5 and of the big-endian CRC32C, as GCS gives them
+            "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode(),
+            "crc32c": base64.b64encode(crc32c.crc32c(data).to_bytes(4, "big")).decode(),
             "generation": "1",
             "selfLink": f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}",
         }
@@ -1536,6 +1549,13 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             raise HttpError(404, f"No such object: {p['bucket']}/{p['object']}", "notFound")
         return 200, self._object_json(p["bucket"], p["object"], data)
+
+    def _h_obj_delete(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        self._maybe_sync_fault(fault, p)
+        with self.fake.lock:
+            if self.fake.objects.pop((p["bucket"], p["object"]), None) is None:
+                raise HttpError(404, f"No such object: {p['bucket']}/{p['object']}", "notFound")
+        return 204, None
 
     def _h_obj_rewrite(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
         """objects.rewrite: server-side copy in chunks, resumed with ``rewriteToken``."""
