@@ -11,13 +11,21 @@ launching.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering
+from providers.base import (
+    CloudNode,
+    CopyStep,
+    CreateResult,
+    Image,
+    NodeRequest,
+    Offering,
+    StoredObject,
+)
 from providers.oci import placement
 from providers.oci.images import Images
 from providers.oci.instances import Instances
-from providers.oci.objects import Objects
+from providers.oci.objects import Objects, Staging
 from providers.oci.offerings import list_offerings
 from providers.oci.session import TIMEOUT_S, OciSession
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
@@ -50,6 +58,7 @@ class OciProvider:
         self.instances = Instances(self.session)
         self._images = Images(self.session)
         self._objects = Objects(self.session)
+        self._staging = Staging(self.session)
 
     def __repr__(self) -> str:  # never the session's config or signer
         return f"OciProvider(account={self.account!r})"
@@ -74,10 +83,19 @@ class OciProvider:
             "list_offerings", lambda: list_offerings(self.session, regions, self.prices)
         )
 
-    def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create_image(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         return self._retried(
-            "create_image", lambda: self._images.create(region, source_instance_id, name)
+            "create_image", lambda: self._images.create(region, source_instance_id, name, tags)
         )
+
+    def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        return self._retried("list_images", lambda: self._images.list(region, tags))
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
         return self._retried("describe_image", lambda: self._images.describe(region, image_id))
@@ -87,6 +105,25 @@ class OciProvider:
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
         self._retried("copy_object", lambda: self._objects.copy(source_uri, dest_uri))
+
+    def list_objects(self, region: str, uri: str) -> list[StoredObject]:
+        return self._retried(f"list objects {uri}", lambda: self._staging.list_objects(uri))
+
+    def copy_step(
+        self,
+        region: str,
+        source: StoredObject,
+        dest_uri: str,
+        resume: Mapping[str, Any],
+        max_bytes: int,
+    ) -> CopyStep:
+        return self._retried(
+            f"copy step {dest_uri}",
+            lambda: self._staging.copy_step(source, dest_uri, resume, max_bytes),
+        )
+
+    def delete_objects(self, region: str, uri: str) -> None:
+        self._retried(f"delete objects {uri}", lambda: self._staging.delete_objects(uri))
 
     def delete_placement_group(self, region: str, placement_group: str) -> None:
         # No API call: OCI has no placement object (placement.py), so nothing to retry.

@@ -1244,6 +1244,33 @@ def _put_object(fake: FakeOci, req: Request, ns: str, bucket: str, name: str) ->
     return 200, None, {"etag": _short(name + str(len(req.body)))}
 
 
+def _md5(data: bytes) -> str:
+    """Object Storage's content-md5 (and a listing's ``md5``): base64 of the MD5."""
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+@route("GET", "/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]+)/o", "ListObjects")
+def _list_objects(fake: FakeOci, req: Request, ns: str, bucket: str) -> Response:
+    _check_bucket(fake, req, req.region, ns, bucket)
+    prefix = req.query.get("prefix") or ""
+    with fake._lock:
+        found = sorted(
+            (n, d)
+            for (r, s, b, n), d in fake._objects.items()
+            if (r, s, b) == (req.region, ns, bucket) and n.startswith(prefix)
+        )
+    start = req.query.get("start") or ""
+    limit = int(req.query.get("limit") or 1000)
+    page = [(n, d) for n, d in found if n >= start][:limit]
+    body: dict[str, Any] = {
+        "objects": [{"name": n, "size": len(d), "md5": _md5(d)} for n, d in page]
+    }
+    rest = [n for n, _ in found if n >= start][limit:]
+    if rest:
+        body["nextStartWith"] = rest[0]
+    return 200, body, {}
+
+
 @route("GET", "/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]+)/o/(?P<name>.+)", "GetObject")
 def _get_object(fake: FakeOci, req: Request, ns: str, bucket: str, name: str) -> Response:
     _check_bucket(fake, req, req.region, ns, bucket)
@@ -1252,7 +1279,18 @@ def _get_object(fake: FakeOci, req: Request, ns: str, bucket: str, name: str) ->
         raise ApiError(
             404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'"
         )
-    return 200, data, {"etag": _short(name + str(len(data)))}
+    return 200, data, {"etag": _short(name + str(len(data))), "content-md5": _md5(data)}
+
+
+@route("DELETE", "/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]+)/o/(?P<name>.+)", "DeleteObject")
+def _delete_object(fake: FakeOci, req: Request, ns: str, bucket: str, name: str) -> Response:
+    _check_bucket(fake, req, req.region, ns, bucket)
+    with fake._lock:
+        if fake._objects.pop((req.region, ns, bucket, name), None) is None:
+            raise ApiError(
+                404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'"
+            )
+    return 204, None, {}
 
 
 @route("POST", "/n/(?P<ns>[^/]+)/b/(?P<bucket>[^/]+)/actions/copyObject", "CopyObject")
