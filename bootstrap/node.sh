@@ -8,6 +8,12 @@
 # without one the daemon polls the engine's health instead. No secret is read from here
 # except the node's single-use token.
 #
+# With BAKE=1 in node.env the node is an image builder: after the image pull it reports
+# "baked" (with the pulled image's digest) and stops, having removed this boot's own files
+# (its token, node.env) so the image the daemon makes of its disk carries none of them; a
+# node booted later from that image finds the driver checked and the image's layers there,
+# so its own pull is a no-op.
+#
 # The environment may set GPUCAP_ROOT (a prefix of the node's own paths), HEALTH_HOST (where
 # the engine answers) and READY_POLL_S: on a cloud's node none is set; a local node of the
 # simulated cloud (providers/sim/local.py) runs this same script under its own folder and
@@ -112,6 +118,12 @@ report driver_ok
 start_runtime
 docker pull --quiet "$IMAGE" >/dev/null || fail "docker pull $IMAGE"
 report image_pulled
+if [ "${BAKE:-}" = 1 ]; then
+  digest=$(docker image inspect --format '{{index .RepoDigests 0}}' "$IMAGE" 2>/dev/null || true)
+  report baked "${digest:-$IMAGE}"
+  rm -f "$CONF/node.token" "$CONF/node.env" "$CONF/engine.args" "$CONF/engine.env"
+  exit 0
+fi
 fetch_weights
 report weights_fetched
 start_engine

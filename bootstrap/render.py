@@ -52,6 +52,10 @@ class NodeBoot:
     token: str | None = None  # the node's single-use report token
     leader: str | None = None  # a worker's leader address (rank 0: itself)
     ready_timeout_s: int = 1800
+    # An image builder (``controlplane/loop/images.py``): check the driver, start the
+    # container runtime, pull the engine's image, report ``baked`` with the image's digest
+    # and stop, leaving no file of this boot on the disk that is imaged.
+    bake: bool = False
 
 
 def script() -> str:
@@ -94,6 +98,8 @@ def render(boot: NodeBoot) -> str:
         "WEIGHTS_DIR": WEIGHTS_DIR,
         "READY_TIMEOUT_S": str(boot.ready_timeout_s),
     }
+    if boot.bake:
+        env["BAKE"] = "1"
     if boot.weights_uri:
         env["WEIGHTS_URI"] = boot.weights_uri
     if boot.report_url:

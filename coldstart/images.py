@@ -76,6 +76,8 @@ class Wanted:
     cloud: str
     instance_type: str
     gpus: int
+    model: str = ""  # one model of the key, whose boot the builder runs in bake mode
+    pool_id: str = ""  # the pool the builder's instance type comes from
 
 
 @dataclass(frozen=True)

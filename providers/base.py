@@ -23,6 +23,14 @@ adapter, the simulated one included):
   ``gpucap-placement: <key>``. A gang request should name its zone; when it does not, the
   gang still lands in one (AWS: the group pins the AZ; GCP: the zone pick is deterministic;
   OCI and the simulator: the zone of a live member). ``placement_group=None``: as before.
+- Images. ``create_image(region, instance, name, tags)`` is find-or-create on ``name``
+  (AWS AMI names and GCP image names are unique per account and region or project; OCI
+  sends a retry token of the instance and name; the simulator looks the name up): a retry
+  after a lost answer returns the first image. The image carries ``tags`` and
+  ``gpucap-managed`` (on AWS its EBS snapshots too), so ``list_images(region, tags)`` finds
+  every image carrying all of them, one made before a crash included. ``describe_image``
+  returns None once gone; ``delete_image`` is idempotent and deletes the image's snapshots
+  with it.
 - ``delete_placement_group(region, key)`` releases a gang's placement object once its nodes
   are gone. Idempotent: an object that is gone, or was never made, is success. While any
   instance is still in it (one still shutting down included) it raises
@@ -139,7 +147,15 @@ class Provider(Protocol):
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]: ...
 
-    def create_image(self, region: str, source_instance_id: str, name: str) -> Image: ...
+    def create_image(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image: ...
+
+    def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]: ...
 
     def describe_image(self, region: str, image_id: str) -> Image | None: ...
 

@@ -191,6 +191,16 @@ class Staging(_Strict):
     regions_ahead: Annotated[int, Field(ge=0, le=20)] = 1
 
 
+class BakedImage(_Strict):
+    """Boot this model's nodes from a baked machine image per account, region and runtime
+    image (``coldstart.images``): the driver checked, the container runtime and the engine's
+    image layers in it (coldstart.md §1.2-§1.3: minutes of bootstrap and pull saved per
+    node). Until one is ready, and if a build fails, nodes boot the base image with the
+    full bootstrap."""
+
+    enabled: bool = True
+
+
 class ScalingTarget(_Strict):
     metric: TargetMetric = TargetMetric.CONCURRENCY
     # Load per replica the autoscaler aims at, as a fraction of the shape's capacity for the
@@ -264,6 +274,7 @@ class Model(_Strict):
     image: str | None = None  # the runtime's image, as older policies name it: runtime.image
     weights: Weights | None = None
     staging: Staging | None = None  # None: weights are fetched from their origin
+    baked_image: BakedImage | None = None  # None: nodes boot the base image
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
     scaling: ScalingBehavior = ScalingBehavior()
     health: Health = Health()

@@ -71,7 +71,9 @@ TERMINAL_NODE_STATES = frozenset(s for s in NodeState if s.is_terminal)
 
 class NodePhase(StrEnum):
     """What a booting node reports (``bootstrap/node.sh``), in its order; ``failed`` ends a
-    boot early. A report for a node is one of these, or refused."""
+    boot early. A report for a node is one of these, or refused. An image builder
+    (``BAKE=1``) reports up to ``image_pulled``, then ``baked`` (its disk is ready to be
+    imaged), which ends its boot."""
 
     BOOTED = "booted"
     DRIVER_OK = "driver_ok"
@@ -80,7 +82,8 @@ class NodePhase(StrEnum):
     ENGINE_STARTED = "engine_started"
     READY = "ready"
     FAILED = "failed"
+    BAKED = "baked"
 
     @property
     def ends_boot(self) -> bool:
-        return self in (NodePhase.READY, NodePhase.FAILED)
+        return self in (NodePhase.READY, NodePhase.FAILED, NodePhase.BAKED)

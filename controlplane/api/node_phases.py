@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from coldstart.images import BuildState
 from controlplane.api.errors import (
     InvalidArgumentError,
     PermissionDeniedError,
@@ -21,7 +22,7 @@ from controlplane.api.errors import (
 from controlplane.api.tx import Tx
 from controlplane.node_tokens import digest, matches
 from controlplane.store.events import record_event
-from controlplane.store.models import Node, NodePhaseReport
+from controlplane.store.models import MachineImage, Node, NodePhaseReport
 from schema.types import NodePhase, NodeState
 
 # A node's clock may run ahead of the daemon's; a report further in the future is refused.
@@ -65,6 +66,10 @@ class NodePhases:
 
         def do(s: Session) -> bool:
             node = s.get(Node, r.node_id)
+            if node is None:
+                build = s.get(MachineImage, r.node_id)
+                if build is not None and matches(r.token, build.token_sha256):
+                    return _builder_report(s, build, phase, now, r.detail[:MAX_DETAIL])
             if node is None or not matches(r.token, node.token_sha256):
                 owner = s.scalars(
                     select(Node.id).where(Node.token_sha256 == digest(r.token))
@@ -107,3 +112,37 @@ class NodePhases:
             return True
 
         return self._tx.write(do)
+
+
+def _builder_report(
+    s: Session, build: MachineImage, phase: NodePhase, now: datetime, detail: str
+) -> bool:
+    """An image builder's report (``bootstrap/node.sh`` with ``BAKE=1``): ``baked`` (with the
+    pulled image's digest) lets the image job make the image; ``failed`` fails the build;
+    the phases before them are accepted and not kept. The token is spent by either end."""
+    if phase == NodePhase.BAKED and build.baked_at is not None:
+        return False  # a retry
+    expires = build.token_expires_at
+    if expires is None or expires <= now or build.state != BuildState.BUILDING:
+        raise UnauthenticatedError(f"the token of image builder {build.id} is expired or spent")
+    if phase == NodePhase.BAKED:
+        build.baked_at = now
+        build.source_digest = detail[:255] or None
+        build.token_expires_at = now
+    elif phase == NodePhase.FAILED:
+        build.state = BuildState.FAILED.value
+        build.state_at = now
+        build.error = f"the builder failed: {detail}"
+        build.token_expires_at = now
+        record_event(
+            s,
+            now,
+            "image.build_failed",
+            f"image build {build.id} of {build.runtime_image} in {build.region} failed: "
+            f"{detail}; nodes boot the base image with the full bootstrap",
+            customer=build.customer,
+            severity="warning",
+        )
+    elif phase in (NodePhase.READY, NodePhase.WEIGHTS_FETCHED, NodePhase.ENGINE_STARTED):
+        raise InvalidArgumentError("phase", f"an image builder does not report {phase.value}")
+    return True

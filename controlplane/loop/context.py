@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from autoscaler.types import Autoscaler
 from coldstart import ColdStartModel
+from coldstart.images import ImageTimings
 from controlplane.lifecycle.health import Probe
 from controlplane.metrics_sources import MetricsBuffer, MetricsSource
 from controlplane.node_tokens import NodeTokens
@@ -75,6 +76,10 @@ class Tuning:
     staging_verify_every_s: float = 600.0  # a ready copy is checked against its origin
     staging_retry_s: float = 300.0  # a failed copy is tried again after this
     staging_max_attempts: int = 3  # verifications of one copy before it is failed
+    # Baked machine images (``controlplane/loop/images.py``): how often the job runs, and
+    # its build timeout, retry wait, grace and freshness (``coldstart.images``).
+    images_s: float = 60.0
+    images: ImageTimings = ImageTimings()
 
 
 class SpecCache:

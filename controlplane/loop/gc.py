@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, func, select
 
 from controlplane.loop.context import LoopContext
+from controlplane.loop.images import builder_ids
 from controlplane.store.events import record_event
 from controlplane.store.models import Account, Node, Pool, Replica, UnavailableOffering
 from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_MANAGED, CloudNode
@@ -96,6 +97,8 @@ def collect_garbage(ctx: LoopContext) -> int:
             with ctx.store.session() as s:
                 ids = [c.intent_id for c in found]
                 known = {n.id: n.state for n in s.scalars(select(Node).where(Node.id.in_(ids)))}
+                for bid, needed in builder_ids(s, ids).items():  # image builders
+                    known[bid] = (NodeState.RUNNING if needed else NodeState.TERMINATED).value
             for c in orphans(found, known):
                 try:
                     provider.terminate_node(region, c.instance_id)

@@ -13,6 +13,7 @@ from controlplane.loop.collect import collect
 from controlplane.loop.context import LoopContext
 from controlplane.loop.decide import decide
 from controlplane.loop.gc import collect_garbage, release_placement_groups
+from controlplane.loop.images import Baker
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
 from controlplane.loop.reconcile import reconcile
@@ -29,6 +30,7 @@ class ControlLoop:
         self.reader = SnapshotReader(ctx.specs)
         self._placer = Placer()
         self._stager = Stager()
+        self._baker = Baker()
         self._last_gc: float | None = None
 
     def collect_metrics(self) -> None:
@@ -57,6 +59,10 @@ class ControlLoop:
     def stage_weights(self) -> None:
         """Weight copies planned, advanced, verified and evicted (``loop/staging.py``)."""
         self._stager.run(self.ctx, self.reader)
+
+    def bake_images(self) -> None:
+        """Baked machine images built, timed out and garbage-collected (``loop/images.py``)."""
+        self._baker.run(self.ctx)
 
     def refresh_offerings(self) -> int:
         return refresh_offerings(self.ctx)

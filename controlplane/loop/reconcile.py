@@ -36,6 +36,7 @@ from controlplane.lifecycle.node import (
     step_pending,
 )
 from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
+from controlplane.loop.images import image_for, runtime_image
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
 from controlplane.loop.staging import staged_copy
 from controlplane.node_boot import node_boot
@@ -470,12 +471,14 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         gang = row.replica_id if len(row.replica.nodes) > 1 else None
         address = leader.private_ip if leader is not None else None
         user_data = _user_data(ctx.boot, s, row, address, ctx.now_dt()) if ctx.boot else ""
+        image = _baked_image(ctx, s, row)
     provider = _provider(ctx, n, accounts)
     request = NodeRequest(
         intent_id=n.id,
         instance_type=n.instance_type,
         region=n.region,
         zone=zone,
+        image=image,
         user_data=user_data,
         tags=ownership_tags(n.id, n.customer, n.pool_id, n.model),
         reservation=n.reservation,
@@ -503,6 +506,16 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
             model=n.model,
             node=n.id,
         )
+
+
+def _baked_image(ctx: LoopContext, s: Session, row: Node) -> str | None:
+    """The freshest ready baked image for the node's location and runtime image
+    (``loop/images.py``); None: the cloud's base image, with the full bootstrap."""
+    model = s.get(Model, row.replica.model_id)
+    if model is None:
+        return None
+    spec = ctx.specs.spec(model.id, model.spec)
+    return image_for(s, row.customer, row.account, row.region, runtime_image(spec))
 
 
 def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now: datetime) -> str:

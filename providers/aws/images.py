@@ -4,6 +4,8 @@
 and tags the AMI and its snapshots as gpucap's, so garbage collection can find them.
 ``delete_image`` deregisters the AMI *and* deletes its snapshots, which otherwise keep
 costing money after the AMI is gone. Both deletion steps tolerate "already gone".
+CreateImage takes no client token, but an AMI's name is unique per account and region:
+create first looks its name up, so a retry after a lost answer returns the first AMI.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def create_image(
     tagged = tag_list(all_tags)
     ec2 = sess.client("ec2", region)
     try:
+        found = _own_images(ec2, [{"Name": "name", "Values": [name]}])
+        if found:  # (a retry: the first call made it)
+            return _to_image(found[0], region)
         resp = ec2.create_image(
             InstanceId=source_instance_id,
             Name=name,
@@ -57,6 +62,22 @@ def create_image(
 def describe_image(sess: AwsSession, region: str, image_id: str) -> Image | None:
     raw = _describe_raw(sess, region, image_id)
     return None if raw is None else _to_image(raw, region)
+
+
+def list_images(sess: AwsSession, region: str, tags: Mapping[str, str]) -> list[Image]:
+    """This account's AMIs in ``region`` carrying every tag of ``tags``."""
+    ec2 = sess.client("ec2", region)
+    filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]
+    try:
+        raw = _own_images(ec2, filters)
+    except Exception as exc:
+        raise from_botocore(exc, region=region) from exc
+    return sorted((_to_image(i, region) for i in raw), key=lambda i: i.image_id)
+
+
+def _own_images(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    images = ec2.describe_images(Owners=["self"], Filters=filters)["Images"]
+    return [dict(i) for i in images if i.get("State") not in _GONE]
 
 
 def _to_image(raw: Mapping[str, Any], region: str) -> Image:

@@ -101,11 +101,22 @@ class AwsProvider:
             "offerings", lambda: offerings.list_offerings(self.session, regions, self.prices)
         )
 
-    def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create_image(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         return self._retried(
             f"create image {name}",
-            lambda: images.create_image(self.session, region, source_instance_id, name, tags={}),
+            lambda: images.create_image(
+                self.session, region, source_instance_id, name, tags=tags or {}
+            ),
         )
+
+    def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        return self._retried("list images", lambda: images.list_images(self.session, region, tags))
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
         return self._retried(

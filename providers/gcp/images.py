@@ -14,15 +14,15 @@ image id is the image name, unique per project, which also makes create idempote
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from providers.base import TAG_MANAGED, Image
+from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
 from providers.errors import InvalidRequest, ProviderError
 from providers.gcp import errors as gerr
 from providers.gcp.instances import parse_instance_id
 from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_global_operation
-from providers.gcp.tags import image_request_id, label_key, label_value
+from providers.gcp.tags import image_request_id, label_filter, labels_for
 
 _STATE = {"READY": "available", "PENDING": "pending", "FAILED": "failed"}
 # Creating an image from a 200 GB disk takes minutes; create waits briefly, then returns
@@ -53,7 +53,13 @@ class GcpImages:
     def _client(self) -> Any:
         return self.session.client("ImagesClient")
 
-    def create(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         from google.cloud import compute_v1
 
         zone, vm, _ = parse_instance_id(source_instance_id)
@@ -82,7 +88,7 @@ class GcpImages:
                         image_resource=compute_v1.Image(
                             name=name,
                             source_disk=boot.source,
-                            labels={label_key(TAG_MANAGED): label_value("true")},
+                            labels=labels_for({**(tags or {}), TAG_MANAGED: MANAGED_VALUE}),
                             storage_locations=[storage_location(region)],
                         ),
                     ),
@@ -132,6 +138,25 @@ class GcpImages:
             region=region,
             state=_STATE.get(img.status, "pending"),
         )
+
+    def list(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        """The project's images carrying every tag (as labels, filtered server side)."""
+        where = gerr.Where(region)
+        try:
+            pager = self._client.list(
+                project=self.session.project,
+                filter=label_filter(tags) if tags else "",
+                retry=None,
+                timeout=CALL_TIMEOUT_S,
+            )
+            out = []
+            want = labels_for(tags).items()
+            for img in pager:
+                if img.status != "DELETING" and want <= dict(img.labels).items():
+                    out.append(Image(img.name, img.name, region, _STATE.get(img.status, "pending")))
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
+        return sorted(out, key=lambda i: i.image_id)
 
     def delete(self, region: str, image_id: str) -> None:
         where = gerr.Where(region)

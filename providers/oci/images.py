@@ -8,6 +8,8 @@ everywhere, the strategy is explicit and retries are ours.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
 from providers.errors import NotFound
 from providers.oci.errors import Target, Where
@@ -36,14 +38,20 @@ class Images:
     def __init__(self, session: OciSession) -> None:
         self.session = session
 
-    def create(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         import oci
 
         details = oci.core.models.CreateImageDetails(
             compartment_id=self.session.compartment_id,
             instance_id=source_instance_id,
             display_name=name,
-            freeform_tags={TAG_MANAGED: MANAGED_VALUE},
+            freeform_tags={**(tags or {}), TAG_MANAGED: MANAGED_VALUE},
         )
         token = image_retry_token(source_instance_id, name)
         img = self.session.call(
@@ -54,6 +62,25 @@ class Images:
             where=Where(region=region),
         ).data
         return _to_image(img, region)
+
+    def list(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        """The compartment's custom images carrying every tag (ListImages filters no tag:
+        the freeform tags of each decide)."""
+        found = self.session.list_all(
+            "list_images",
+            self.session.compute(region).list_images,
+            self.session.compartment_id,
+            where=Where(region=region),
+        )
+        return sorted(
+            (
+                _to_image(i, region)
+                for i in found
+                if i.lifecycle_state != "DELETED"
+                and all((i.freeform_tags or {}).get(k) == v for k, v in tags.items())
+            ),
+            key=lambda i: i.image_id,
+        )
 
     def describe(self, region: str, image_id: str) -> Image | None:
         try:

@@ -61,6 +61,7 @@ class SimInstance:
     user_data: str = ""  # as the create sent it (kept, as a cloud keeps it)
     placement_group: str | None = None  # the placement object's name, for a gang's node
     private_ip: str | None = None  # a local node's address (None: made up, or address_of)
+    image: str | None = None  # the baked image it boots from (None: the base image)
 
 
 @dataclass
@@ -76,6 +77,9 @@ class SimImage:
     name: str
     region: str
     created_at: float
+    account: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    source_instance_id: str = ""
 
 
 def zones_of(cloud: Cloud, region: str) -> tuple[str, ...]:
@@ -224,6 +228,7 @@ class SimCloud:
         tags: dict[str, str],
         user_data: str = "",
         placement_group: str | None = None,
+        image: str | None = None,
     ) -> tuple[SimInstance, bool]:
         with self._lock:
             self.create_calls += 1
@@ -241,6 +246,10 @@ class SimCloud:
                 )
             if region not in REGIONS[cloud]:
                 raise InvalidRequest(f"unknown region {region}", code="InvalidRegion")
+            if image is not None and (
+                image not in self.images or self.images[image].region != region
+            ):
+                raise InvalidRequest(f"image {image} not found in {region}", code="InvalidAMIID")
             zones = zones_of(cloud, region)
             if zone is not None and zone not in zones:
                 raise InvalidRequest(f"zone {zone} is not in {region}", code="InvalidZone")
@@ -296,6 +305,7 @@ class SimCloud:
                 created_at=self.clock(),
                 user_data=user_data,
                 placement_group=placement_group,
+                image=image,
             )
             self.instances[inst.instance_id] = inst
             self._tokens[(account, intent_id)] = inst.instance_id
@@ -440,9 +450,29 @@ class SimCloud:
                 if t is not None and now - t > self.timings_for(inst).terminate_s + 3600:
                     del self.instances[iid]
 
-    def new_image(self, region: str, name: str) -> SimImage:
+    def new_image(
+        self,
+        region: str,
+        name: str,
+        *,
+        account: str = "",
+        tags: dict[str, str] | None = None,
+        source_instance_id: str = "",
+    ) -> SimImage:
+        """Find-or-create by (account, region, name), as AMI names are unique."""
         with self._lock:
-            img = SimImage(f"sim-img-{next(self._ids):06d}", name, region, self.clock())
+            for img in self.images.values():
+                if (img.account, img.region, img.name) == (account, region, name):
+                    return img
+            img = SimImage(
+                f"sim-img-{next(self._ids):06d}",
+                name,
+                region,
+                self.clock(),
+                account,
+                dict(tags or {}),
+                source_instance_id,
+            )
             self.images[img.image_id] = img
             return img
 

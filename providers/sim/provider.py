@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from providers.base import (
+    MANAGED_VALUE,
     TAG_INTENT,
+    TAG_MANAGED,
     TAG_PLACEMENT,
     CloudNode,
     CreateResult,
@@ -83,6 +85,7 @@ class SimProvider:
                 tags=tags,
                 user_data=request.user_data,
                 placement_group=group,
+                image=request.image,
             )
             return CreateResult(self._node(inst), created=created)
 
@@ -138,12 +141,24 @@ class SimProvider:
                         )
         return out
 
-    def create_image(self, region: str, source_instance_id: str, name: str) -> Image:
+    def create_image(
+        self,
+        region: str,
+        source_instance_id: str,
+        name: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Image:
         with self.world.lock:
             src = self.world.instances.get(source_instance_id)
             if src is None or src.account != self.account:
                 raise NotFound(f"instance {source_instance_id} not found", code="NotFound")
-            img = self.world.new_image(region, name)
+            img = self.world.new_image(
+                region,
+                name,
+                account=self.account,
+                tags={**(tags or {}), TAG_MANAGED: MANAGED_VALUE},
+                source_instance_id=source_instance_id,
+            )
             return Image(img.image_id, img.name, img.region, "available")
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
@@ -151,6 +166,15 @@ class SimProvider:
         if img is None or img.region != region:
             return None
         return Image(img.image_id, img.name, img.region, "available")
+
+    def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
+        with self.world.lock:
+            return [
+                Image(i.image_id, i.name, i.region, "available")
+                for i in sorted(self.world.images.values(), key=lambda i: i.image_id)
+                if (i.account, i.region) == (self.account, region)
+                and all(i.tags.get(k) == v for k, v in tags.items())
+            ]
 
     def delete_image(self, region: str, image_id: str) -> None:
         with self.world.lock:

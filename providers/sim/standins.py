@@ -13,6 +13,7 @@ node as the folder above its ``bin/``, and there the node's ``local.json``
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -122,6 +123,11 @@ def docker(home: Path, node: NodeFile, args: Sequence[str]) -> int:
         return 0
     if verb == "run":
         return _docker_run(home, node, rest)
+    if verb == "image" and rest[:1] == ["inspect"]:  # (only a RepoDigests format is asked)
+        image = rest[-1]
+        repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+        print(f"{repo}@sha256:{hashlib.sha256(image.encode()).hexdigest()}")
+        return 0
     pid = engine_pid(home)
     if verb == "inspect":  # (only -f '{{.State.Running}}' is asked)
         if pid is None:
