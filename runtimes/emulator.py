@@ -23,6 +23,7 @@ import argparse
 import itertools
 import json
 import math
+import signal
 import sys
 import threading
 import time
@@ -280,6 +281,15 @@ def _answer(path: str, model: str, n: int, usage: Usage) -> dict[str, Any]:
     }
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer (a router's timeout, a load generator
+        stopping) is the client's business, not a traceback on the engine's log."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class EngineServer:
     """One emulated engine listening on ``host:port`` (port 0: an ephemeral one), from
     construction until :meth:`close`. :meth:`hang` makes it accept connections and never
@@ -290,7 +300,7 @@ class EngineServer:
         self.host = host
         self._hung = False
         self._requests = itertools.count(1)
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server = _Server((host, port), _handler(self))
         self._server.daemon_threads = True
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -425,6 +435,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     server = EngineServer(state, args.host, spec.port if args.port is None else args.port)
     print(f"emulated {spec.engine.value} serving {args.model} at {server.url}", flush=True)
+    # SIGTERM stops it as the engine stops (spec.stop): requests in flight end unanswered,
+    # which is why gpucap drains a node before terminating it.
+    signal.signal(signal.SIGTERM, lambda *_: server.close())
     try:
         server.wait()
     except KeyboardInterrupt:
