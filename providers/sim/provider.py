@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from providers.base import (
     MANAGED_VALUE,
@@ -11,11 +13,13 @@ from providers.base import (
     TAG_MANAGED,
     TAG_PLACEMENT,
     CloudNode,
+    CopyStep,
     CreateResult,
     Image,
     InstanceStatus,
     NodeRequest,
     Offering,
+    StoredObject,
     placement_name,
     placement_tags,
 )
@@ -192,6 +196,49 @@ class SimProvider:
             self.world.objects[dest_uri] = self.world.objects[source_uri]
             if source_uri in self.world.object_data:
                 self.world.object_data[dest_uri] = self.world.object_data[source_uri]
+
+    # ---- staging's verbs (providers.base.ObjectStore), on the world's objects ----------
+    def list_objects(self, region: str, uri: str) -> list[StoredObject]:
+        with self.world.lock:
+            return [
+                StoredObject(u, self.world.objects[u], self._checksum(u)) for u in self._under(uri)
+            ]
+
+    def _under(self, uri: str) -> list[str]:
+        """The objects a prefix (ending in "/") holds, or the one object."""
+        if not uri.endswith("/"):
+            return [uri] if uri in self.world.objects else []
+        return sorted(u for u in self.world.objects if u.startswith(uri))
+
+    def _checksum(self, uri: str) -> str:
+        data = self.world.object_data.get(uri)
+        if data is None:  # (an object known by its size only)
+            return f"size:{self.world.objects[uri]}"
+        return f"md5:{hashlib.md5(data).hexdigest()}"
+
+    def copy_step(
+        self,
+        region: str,
+        source: StoredObject,
+        dest_uri: str,
+        resume: Mapping[str, Any],
+        max_bytes: int,
+    ) -> CopyStep:
+        """Copies ``max_bytes`` a step (the object appears whole when the last one is done)."""
+        with self.world.lock:
+            if source.uri not in self.world.objects:
+                raise NotFound(f"object {source.uri} not found", code="NoSuchKey")
+            done = min(source.size, int(resume.get("offset") or 0) + max(1, max_bytes))
+            if done < source.size:
+                return CopyStep(False, done, {"offset": done})
+        self.copy_object(source.uri, dest_uri)
+        return CopyStep(True, source.size)
+
+    def delete_objects(self, region: str, uri: str) -> None:
+        with self.world.lock:
+            for u in self._under(uri):
+                self.world.objects.pop(u, None)
+                self.world.object_data.pop(u, None)
 
 
 def _private_ip(inst: SimInstance) -> str:

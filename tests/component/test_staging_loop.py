@@ -21,7 +21,7 @@ from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.staging import staged_copy
 from controlplane.metrics_sources import SyntheticTraffic
 from controlplane.node_boot import node_boot
-from controlplane.resolvers import CloudResolver, SimHealth
+from controlplane.resolvers import CloudResolver, SimHealth, SimResolver
 from controlplane.store.db import Store
 from controlplane.store.models import Event, Pool, Replica, WeightCopy
 from controlplane.telemetry import Metrics
@@ -219,3 +219,34 @@ def test_the_least_recently_used_copy_is_evicted_when_another_needs_the_room(
     assert "least recently used" in message
     left = s3.list_objects_v2(Bucket="acme-weights-us-east-1").get("Contents", [])
     assert {o["Key"].split("/")[2] for o in left} == {"qwen"}
+
+
+def test_the_simulated_cloud_stages_too_so_the_demo_and_the_simulator_can(store: Store) -> None:
+    ControlPlaneService(store).apply_policy(POLICY, source="acme.yaml", applied_by="test")
+    world = SimCloud()
+    body = b"weights" * 1000
+    world.put_object("s3://acme-origin/llama/model.safetensors", len(body), body)
+    clock = Clock()
+    tuning = replace(Tuning(), staging_bytes_per_tick=3000)
+    ctx = LoopContext(
+        store=store,
+        providers=SimResolver(world),
+        metrics_source=SyntheticTraffic({}),
+        health=SimHealth(world),
+        autoscaler=GpucapAutoscaler(),
+        telemetry=Metrics(),
+        tuning=tuning,
+        clock=clock,
+    )
+    loop = ControlLoop(ctx)
+    add_replica(store, "llama", EAST, "ready", ["ready"])
+    tick(loop, clock, 4)
+    east = copies(store)["us-east-1"]
+    assert east.state == "ready" and east.bytes_done == len(body)
+    dest = east.dest_uri + "model.safetensors"
+    assert world.object_data[dest] == body
+    world.object_data[dest] = b"rot" + body[3:]
+    clock.t += tuning.staging_verify_every_s
+    tick(loop, clock, 4)
+    assert len(events(store, "staging.corrupt")) == 1
+    assert copies(store)["us-east-1"].state == "ready" and world.object_data[dest] == body
