@@ -117,6 +117,8 @@ class Daemon:
             autoscaler=autoscaler,
             external_ids=w.external_ids,
             job_ticks=self.job_ticks,
+            # `gpucap explain` shows the loop's own cold-start figures.
+            cold_start_scale=w.tuning.cold_start_scale,
         )
         self.apply_policies()
         self._start_metrics()
@@ -231,6 +233,8 @@ class Daemon:
             ("place", self.loop.place, t.place_s),
             ("reconcile", self.loop.reconcile, t.reconcile_s),
             ("offerings", self.loop.refresh_offerings, t.offerings_every_s),
+            ("staging", self.loop.stage_weights, t.staging_s),
+            ("images", self.loop.bake_images, t.images_s),
         ]
         for name, fn, every in jobs:
             sched.add_job(
