@@ -59,6 +59,7 @@ FLEET = ROOT / "examples" / "fleet-gpu-mix.yaml"
 FLEET_LLM = ROOT / "examples" / "fleet-llm.yaml"
 FLEET_8B = ROOT / "examples" / "fleet-8b.yaml"
 FULL_LOOP_RESULTS = ROOT / "bench" / "full_loop_results.json"
+FETCH_RESULTS = ROOT / "bench" / "fetch_results.json"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -696,6 +697,7 @@ def render(
         )
     out += render_floors(floors or [])
     out += full_loop_section(bound_of)
+    out += fetch_section()
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -910,6 +912,15 @@ def full_loop_section(bounds: dict[str, float], path: Path = FULL_LOOP_RESULTS) 
     import full_loop_targets  # (imports this module: not at the top)
 
     return full_loop_targets.render(json.loads(path.read_text()), bounds)
+
+
+def fetch_section(path: Path = FETCH_RESULTS) -> list[str]:
+    """``bench/fetch_bench.py``'s section, from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import fetch_bench  # (imports this module's page: not at the top)
+
+    return fetch_bench.render(json.loads(path.read_text()))
 
 
 def rewrite_page(
