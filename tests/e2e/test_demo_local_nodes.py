@@ -296,5 +296,6 @@ def test_local_nodes_boot_serve_scale_fail_and_drain(daemon: Daemon, tmp_path: P
     assert not alive(prom_pid)
     assert pids and not [p for p in pids if alive(p)]
     print(
-        f"ready after {booted_s:.1f} s, scaled up after {scaled_s:.1f} s, drained {drained_s:.1f} s later"
+        f"ready after {booted_s:.1f} s, scaled up after {scaled_s:.1f} s, "
+        f"drained {drained_s:.1f} s later"
     )
