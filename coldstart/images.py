@@ -115,22 +115,21 @@ def newest_ready(builds: Iterable[Build]) -> Build | None:
     return max(ready, key=lambda b: (b.ready_at, b.id), default=None)
 
 
+def current(builds: Iterable[Build]) -> dict[ImageKey, str]:
+    """The build new nodes of each key boot from: its newest ready one."""
+    by_key = _by_key(builds)
+    return {k: n.id for k, bs in by_key.items() if (n := newest_ready(bs)) is not None}
+
+
 def plan(
     wanted: Sequence[Wanted], builds: Sequence[Build], now: float, t: ImageTimings
 ) -> ImagePlan:
-    by_key: dict[ImageKey, list[Build]] = {}
-    for b in builds:
-        by_key.setdefault(b.key, []).append(b)
+    by_key = _by_key(builds)
     wanted_keys = {w.key for w in wanted}
-    use = {k: n.id for k, bs in by_key.items() if (n := newest_ready(bs)) is not None}
+    use = current(builds)
     # The newest ready build of each location among the wanted keys (a changed runtime
     # image supersedes the old key's images once its own is ready).
-    location_newest: dict[tuple[str, str, str], Build] = {}
-    for k in wanted_keys:
-        n = newest_ready(by_key.get(k, []))
-        cur = location_newest.get(k.location)
-        if n is not None and (cur is None or (n.ready_at or 0.0) > (cur.ready_at or 0.0)):
-            location_newest[k.location] = n
+    location_newest = _location_newest(by_key, wanted_keys)
 
     timed_out = sorted(
         b.id for b in builds if b.state.in_flight and now - b.created_at >= t.build_s
@@ -162,6 +161,41 @@ def plan(
     return ImagePlan(
         start=tuple(start), timed_out=tuple(timed_out), delete=tuple(sorted(delete)), use=use
     )
+
+
+def superseded(builds: Sequence[Build], wanted_keys: Iterable[ImageKey]) -> dict[str, str]:
+    """Each ready build a newer ready one replaces (by the plan's own rule: a newer one of
+    its key, or, for a key nobody wants, of its location), with that newer build's id."""
+    by_key = _by_key(builds)
+    wanted = set(wanted_keys)
+    location_newest = _location_newest(by_key, wanted)
+    out = {}
+    for b in builds:
+        if b.state == BuildState.READY:
+            newer = _newer(b, by_key, wanted, location_newest)
+            if newer is not None:
+                out[b.id] = newer.id
+    return out
+
+
+def _by_key(builds: Iterable[Build]) -> dict[ImageKey, list[Build]]:
+    out: dict[ImageKey, list[Build]] = {}
+    for b in builds:
+        out.setdefault(b.key, []).append(b)
+    return out
+
+
+def _location_newest(
+    by_key: Mapping[ImageKey, list[Build]], wanted_keys: set[ImageKey]
+) -> dict[tuple[str, str, str], Build]:
+    """The newest ready build of each location among the wanted keys."""
+    out: dict[tuple[str, str, str], Build] = {}
+    for k in wanted_keys:
+        n = newest_ready(by_key.get(k, []))
+        cur = out.get(k.location)
+        if n is not None and (cur is None or (n.ready_at or 0.0) > (cur.ready_at or 0.0)):
+            out[k.location] = n
+    return out
 
 
 def _recent(times: Sequence[float], now: float, within_s: float) -> bool:

@@ -37,6 +37,7 @@ from controlplane.api.errors import (
     UnauthenticatedError,
 )
 from controlplane.api.explain import Explain
+from controlplane.api.images import Images
 from controlplane.api.models import Models
 from controlplane.api.node_phases import NodePhases, PhaseReport
 from controlplane.api.oncall import OnCall
@@ -138,6 +139,7 @@ class ControlPlaneService:
         self._reads = Reads(store)
         self._endpoints = Endpoints(store)
         self._staging = Staging(store)
+        self._images = Images(store, clock)
         # Explains with the loop's cold-start model and scale (the daemon passes its own).
         self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
         self._status = Status(store, clock, job_ticks)
@@ -169,9 +171,11 @@ class ControlPlaneService:
     list_pools = _Part("_reads", Reads.list_pools)
     explain_model = _Part("_explain", Explain.explain)
     list_endpoints = _Part("_endpoints", Endpoints.ready)
+    scrape_targets = _Part("_endpoints", Endpoints.scrape_targets)
     endpoints_snapshot = _Part("_endpoints", Endpoints.snapshot)
     prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)
     list_staging = _Part("_staging", Staging.list)
+    list_images = _Part("_images", Images.list)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -13,6 +13,7 @@ from controlplane.cli import (
     decisions,
     demo,
     explain,
+    images,
     oncall,
     policy,
     read,
@@ -40,6 +41,7 @@ account.register(app)
 bootstrap.register(app)
 demo.register(app)
 staging.register(app)
+images.register(app)
 
 
 def main() -> None:

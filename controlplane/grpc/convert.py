@@ -24,6 +24,7 @@ from controlplane.api import (
     StatusView,
     is_replayable,
 )
+from controlplane.api.images import ImageView
 from controlplane.api.staging import CopyView, SiteView, StagingView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
@@ -424,4 +425,29 @@ def staging_site(x: SiteView) -> pb.StagingSite:
         used_bytes=x.used_bytes,
         usd_per_gb_month=x.usd_per_gb_month,
         usd_per_month=x.usd_per_month,
+    )
+
+
+def machine_image(v: ImageView) -> pb.MachineImage:
+    r = v.row
+    return pb.MachineImage(
+        id=r.id,
+        customer=r.customer,
+        account=r.account,
+        cloud=r.cloud,
+        region=r.region,
+        runtime_image=r.runtime_image,
+        image_id=r.image_id or "",
+        image_name=r.image_name,
+        state=r.state,
+        version=r.image_version,
+        source_digest=r.source_digest or "",
+        instance_type=r.instance_type,
+        in_use=v.in_use,
+        superseded_by=v.superseded_by or "",
+        error=r.error or "",
+        age_s=v.age_s,
+        created_at=ts(r.created_at),
+        built_at=ts(r.baked_at),
+        ready_at=ts(r.ready_at),
     )

@@ -415,6 +415,15 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         )
 
     @_unary
+    def ListImages(
+        self, request: pb.ListImagesRequest, context: grpc.ServicerContext
+    ) -> pb.ListImagesResponse:
+        images = self.svc.list_images(
+            request.customer or None, request.cloud or None, request.region or None
+        )
+        return pb.ListImagesResponse(images=[convert.machine_image(v) for v in images])
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 

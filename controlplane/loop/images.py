@@ -99,9 +99,9 @@ class Baker:
         self.timings = ctx.tuning.images
         now = ctx.now()
         with ctx.store.session() as s:
-            wanted = _wanted(s) if ctx.boot is not None else {}
+            wanted = wanted_builds(s) if ctx.boot is not None else {}
             rows = list(s.scalars(select(MachineImage).where(MachineImage.state != "deleted")))
-            builds = [_build(r) for r in rows]
+            builds = [build_of(r) for r in rows]
             accounts = {(a.customer, a.name): a for a in s.scalars(select(Account))}
         decided = plan(list(wanted.values()), builds, now, self.timings)
         for bid in decided.timed_out:
@@ -263,7 +263,7 @@ class Baker:
             )
 
 
-def _wanted(s: Session) -> dict[ImageKey, Wanted]:
+def wanted_builds(s: Session) -> dict[ImageKey, Wanted]:
     """Every key an active model with ``baked_image`` needs, with its builder: the
     cheapest of the key's pools (a builder checks the driver on a real GPU of the cloud)."""
     pools = list(s.scalars(select(Pool).where(Pool.active.is_(True))))
@@ -308,7 +308,7 @@ def _builder_user_data(ctx: LoopContext, row: MachineImage, w: Wanted) -> str:
     return render(replace(boot, bake=True, weights_uri=None, leader=None))
 
 
-def _build(r: MachineImage) -> Build:
+def build_of(r: MachineImage) -> Build:
     return Build(
         id=r.id,
         key=_key(r),

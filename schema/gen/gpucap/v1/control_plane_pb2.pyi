@@ -691,6 +691,64 @@ class ListStagingResponse(_message.Message):
     sites: _containers.RepeatedCompositeFieldContainer[StagingSite]
     def __init__(self, copies: _Optional[_Iterable[_Union[WeightCopy, _Mapping]]] = ..., sites: _Optional[_Iterable[_Union[StagingSite, _Mapping]]] = ...) -> None: ...
 
+class ListImagesRequest(_message.Message):
+    __slots__ = ("customer", "cloud", "region")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    cloud: str
+    region: str
+    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+
+class MachineImage(_message.Message):
+    __slots__ = ("id", "customer", "account", "cloud", "region", "runtime_image", "image_id", "image_name", "state", "version", "source_digest", "instance_type", "in_use", "superseded_by", "error", "age_s", "created_at", "built_at", "ready_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    IN_USE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AGE_S_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    BUILT_AT_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    customer: str
+    account: str
+    cloud: str
+    region: str
+    runtime_image: str
+    image_id: str
+    image_name: str
+    state: str
+    version: int
+    source_digest: str
+    instance_type: str
+    in_use: bool
+    superseded_by: str
+    error: str
+    age_s: float
+    created_at: _timestamp_pb2.Timestamp
+    built_at: _timestamp_pb2.Timestamp
+    ready_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., runtime_image: _Optional[str] = ..., image_id: _Optional[str] = ..., image_name: _Optional[str] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., source_digest: _Optional[str] = ..., instance_type: _Optional[str] = ..., in_use: _Optional[bool] = ..., superseded_by: _Optional[str] = ..., error: _Optional[str] = ..., age_s: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., built_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListImagesResponse(_message.Message):
+    __slots__ = ("images",)
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedCompositeFieldContainer[MachineImage]
+    def __init__(self, images: _Optional[_Iterable[_Union[MachineImage, _Mapping]]] = ...) -> None: ...
+
 class WatchEndpointsRequest(_message.Message):
     __slots__ = ("customer", "model", "since_revision")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]

@@ -144,6 +144,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.FromString,
                 _registered_method=True)
+        self.ListImages = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ListImages',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -328,6 +333,15 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListImages(self, request, context):
+        """Baked machine images: every build of every key (customer, account, region, runtime
+        image) but deleted ones, with its state, version, source digest, age and whether new
+        nodes boot from it or a newer image superseded it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -462,6 +476,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListStaging,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.SerializeToString,
+            ),
+            'ListImages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListImages,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1073,6 +1092,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListStaging',
             gpucap_dot_v1_dot_control__plane__pb2.ListStagingRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListStagingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListImages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ListImages',
+            gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
