@@ -88,6 +88,12 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # Cloud Storage Standard regional $0.020 (cloud.google.com/storage/pricing), OCI Object
 # Storage Standard $0.0255 (oracle.com/cloud/price-list).
 STORAGE_USD_PER_GB_MONTH = {Cloud.AWS: 0.023, Cloud.GCP: 0.020, Cloud.OCI: 0.0255}
+# gpucap's default prices of a stopped node's boot volume, USD per GB-month (the vendors'
+# list prices, as published in 2026; not in shared/reference/): EBS gp3 $0.08
+# (aws.amazon.com/ebs/pricing), Persistent Disk balanced $0.10
+# (cloud.google.com/compute/disks-image-pricing), OCI Block Volume balanced $0.0425
+# ($0.0255 storage + 10 VPU x $0.0017, oracle.com/cloud/price-list).
+BLOCK_USD_PER_GB_MONTH = {Cloud.AWS: 0.08, Cloud.GCP: 0.10, Cloud.OCI: 0.0425}
 
 
 class AccountStaging(_Strict):
@@ -201,6 +207,28 @@ class BakedImage(_Strict):
     enabled: bool = True
 
 
+class WarmMode(StrEnum):
+    """How a warm node waits: ``stopped`` bills its disk only (coldstart.md §4: an EC2
+    warm pool's Stopped instances pay EBS + EIP; instance-store NVMe is wiped, so weights
+    are fetched again on resume); ``ready`` keeps it running with its engine loaded, billed
+    as a running node ("strongly" discouraged for cost by AWS), resumed at once."""
+
+    STOPPED = "stopped"
+    READY = "ready"
+
+
+class WarmPool(_Strict):
+    """Per pool, up to ``max_nodes`` nodes of this model waiting to be resumed instead of
+    created (``controlplane.lifecycle.warm``): as many as the autoscaler's forecast says the
+    model may add within one cold start of a create, and at least one replica's."""
+
+    max_nodes: Annotated[int, Field(ge=1, le=1000)]
+    mode: WarmMode = WarmMode.STOPPED
+    # What a stopped node keeps billing: its boot volume, GB (priced per cloud with
+    # ``BLOCK_USD_PER_GB_MONTH``).
+    disk_gb: Annotated[int, Field(ge=1, le=65536)] = 200
+
+
 class ScalingTarget(_Strict):
     metric: TargetMetric = TargetMetric.CONCURRENCY
     # Load per replica the autoscaler aims at, as a fraction of the shape's capacity for the
@@ -275,6 +303,7 @@ class Model(_Strict):
     weights: Weights | None = None
     staging: Staging | None = None  # None: weights are fetched from their origin
     baked_image: BakedImage | None = None  # None: nodes boot the base image
+    warm_pool: WarmPool | None = None  # None: every scale-up creates its nodes
     scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
     scaling: ScalingBehavior = ScalingBehavior()
     health: Health = Health()
@@ -382,6 +411,7 @@ def _semantic(p: Policy) -> Iterator[Problem]:
                 ("models", i, "min_replicas"),
                 f"min_replicas ({m.min_replicas}) is greater than max_replicas ({m.max_replicas})",
             )
+        yield from _warm_pool_problems(i, m)
         shapes_seen: set[str] = set()
         for j, opt in enumerate(m.shapes):
             if opt.shape in shapes_seen:
@@ -470,6 +500,18 @@ def _weights_problems(i: int, m: Model) -> Iterator[Problem]:
                 ("models", i, "staging"),
                 f"weights {w.uri!r} are in no cloud's object store: nothing to copy from",
             )
+
+
+def _warm_pool_problems(i: int, m: Model) -> Iterator[Problem]:
+    wp = m.warm_pool
+    if wp is None:
+        return
+    least = min(parse_gpu_shape(o.shape).nodes for o in m.shapes)
+    if wp.max_nodes < least:
+        yield Problem(
+            ("models", i, "warm_pool", "max_nodes"),
+            f"max_nodes ({wp.max_nodes}) holds no replica: the smallest shape has {least} nodes",
+        )
 
 
 def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:
