@@ -1,9 +1,10 @@
 """Traffic per model scraped from the engines themselves: the :class:`MetricsSource` for a
 daemon with no Prometheus (the demo on a host without one).
 
-Each collection lists the ready endpoints (the API's listing, ``api.endpoints``: what
-``/sd/prometheus`` gives Prometheus), GETs every engine's metrics page concurrently (a bound
-on connections in flight, a timeout per scrape) and reads the engine's own names
+Each collection lists the engines to scrape (ready and draining replicas: the API's
+``scrape_targets``, what ``/sd/prometheus`` gives Prometheus), GETs every engine's metrics
+page concurrently (a bound on connections in flight, a timeout per scrape) and reads the
+engine's own names
 (``runtimes``). It answers what the default PromQL answers (``runtimes/queries.py``), over
 the scrapes each engine gave within ``window_s``:
 
@@ -135,7 +136,7 @@ _Key = tuple[str, str, str]  # (replica id, node id, address:port): one engine's
 
 @dataclass
 class EngineScraper:
-    endpoints: Listing  # the ready endpoints (``ControlPlaneService.list_endpoints``)
+    endpoints: Listing  # what to scrape (``ControlPlaneService.scrape_targets``)
     telemetry: Metrics | None = None
     window_s: float = 60.0  # the default PromQL's [1m]
     timeout_s: float = 2.0  # per scrape

@@ -68,7 +68,17 @@ _LEADER = (
 _NAME = TypeAdapter(Name)
 
 
-def _ready(s: Session, customer: str | None, model: str | None) -> list[Endpoint]:
+# What routers get: ready replicas. What is scraped: those and the draining ones, whose
+# engines finish their in-flight requests: dropping them from discovery when the drain
+# starts would take their last completions out of every rate (an arrival-rate dip the
+# autoscaler would read as cheaper requests) while they still count.
+SERVING = (NodeState.READY.value,)
+SCRAPED = (NodeState.READY.value, NodeState.DRAINING.value)
+
+
+def _ready(
+    s: Session, customer: str | None, model: str | None, states: tuple[str, ...] = SERVING
+) -> list[Endpoint]:
     """One statement, so one snapshot of the database: a revision never names a mix."""
     q = (
         select(
@@ -82,7 +92,7 @@ def _ready(s: Session, customer: str | None, model: str | None) -> list[Endpoint
         )
         .join(ModelRow, Replica.model_id == ModelRow.id)
         .join(Node, Node.id == _LEADER)
-        .where(Replica.state == NodeState.READY.value, ModelRow.deleted_at.is_(None))
+        .where(Replica.state.in_(states), ModelRow.deleted_at.is_(None))
         .order_by(ModelRow.customer, ModelRow.name, Replica.id)
     )
     out = []
@@ -165,6 +175,11 @@ class Endpoints:
         with self._store.session() as s:
             return _ready(s, customer, model)
 
+    def scrape_targets(self) -> list[Endpoint]:
+        """Every engine to scrape: the ready replicas' and the draining ones' (``SCRAPED``)."""
+        with self._store.session() as s:
+            return _ready(s, None, None, SCRAPED)
+
     def snapshot(self, customer: str | None = None, model: str | None = None) -> EndpointsSnapshot:
         """The selection's ready endpoints with their revision (0: never any). An unknown
         model selects nothing; a malformed name is InvalidArgumentError."""
@@ -192,9 +207,10 @@ class Endpoints:
 
     def prometheus_sd(self) -> list[dict[str, Any]]:
         """Prometheus HTTP SD: one target group per (customer, model), labelled with both
-        (the labels the default PromQL sums by) and the engine's metrics path."""
+        (the labels the default PromQL sums by) and the engine's metrics path; draining
+        engines stay listed until their replica is gone (``SCRAPED``)."""
         groups: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
-        for e in self.ready():
+        for e in self.scrape_targets():
             groups[(e.customer, e.model, e.engine, e.metrics_path)].append(e.target)
         return [
             {

@@ -85,7 +85,7 @@ class DemoMetrics:
                 log.info("demo.metrics", source="prometheus", url=url, discovers=sd)
                 return
         self.source = EngineScraper(
-            daemon.service.list_endpoints, telemetry=self.telemetry, window_s=self.window_s
+            daemon.service.scrape_targets, telemetry=self.telemetry, window_s=self.window_s
         )
         log.info("demo.metrics", source="built-in scraper", prometheus=binary or "not installed")
 

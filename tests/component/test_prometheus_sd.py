@@ -9,7 +9,8 @@ here report 127.0.0.1 as their private address (where the fakes listen). gpucap'
 endpoint serves the discovery as the daemon serves it. Prometheus must find each engine
 with the labels gpucap gave it and scrape its metrics at the path gpucap named (the
 TensorRT-LLM fake answers 404 at ``/metrics``, so a lost ``__metrics_path__`` reads down),
-and must drop the target of a replica on-call drains (at once: ``immediate``).
+and must keep the target of a replica on-call drains (``immediate``) while it drains, then
+drop it once the replica is gone.
 """
 
 from __future__ import annotations
@@ -273,12 +274,22 @@ def test_prometheus_scrapes_every_engine_gpucap_discovers(
 
             drained = "chat-sglang"
             # Drained now, not surge-first (which serves on until a replacement, here at
-            # the same address, is ready): the replica leaves the endpoints at once.
+            # the same address, is ready): the replica leaves the routers' endpoints at
+            # once, but stays scraped while its engine finishes its in-flight requests, so
+            # its last completions stay in the rates.
             svc.drain_node(ready[drained].node_id, "test: on-call drains it", immediate=True)
             assert drained not in {e.model for e in svc.list_endpoints()}
+            assert drained in {e.model for e in svc.scrape_targets()}
+            time.sleep(1.5)  # (more than Prometheus' refresh_interval of the discovery)
+            assert active_targets(prom) == want
+            # Once the replica is gone (held at none, so no replacement comes to the same
+            # address), so is its target.
+            svc.pin_model(ready[drained].customer, drained, 0)
+            run(loop, clock, 10)
+            assert drained not in {e.model for e in svc.scrape_targets()}
             rest = expected_targets(engines, [m for m in engines if m != drained])
             until(
-                f"{drained}'s target is dropped and the others stay up",
+                f"{drained}'s target is dropped once its replica is gone, the others stay up",
                 lambda: (active_targets(prom) == rest, active_targets(prom)),
                 log,
             )
