@@ -235,7 +235,7 @@ class GcpInstances:
                     boot=True,
                     auto_delete=True,
                     initialize_params=compute_v1.AttachedDiskInitializeParams(
-                        source_image=req.image or self.base_image, disk_size_gb=BOOT_DISK_GB
+                        source_image=self._source_image(req.image), disk_size_gb=BOOT_DISK_GB
                     ),
                 )
             ],
@@ -256,6 +256,13 @@ class GcpInstances:
                 values=[req.reservation],
             )
         return resource
+
+    def _source_image(self, image: str | None) -> str:
+        """A boot disk's source: the base image, or a baked one. A baked image's id is its
+        name (``providers/gcp/images.py``), which GCE takes only as a path in the project."""
+        if image is None:
+            return self.base_image
+        return image if "/" in image else f"projects/{self.session.project}/global/images/{image}"
 
     def _pick_zone(self, region: str, instance_type: str) -> str:
         """The first zone of the region (by name) that offers the machine type."""

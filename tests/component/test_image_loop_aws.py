@@ -6,31 +6,20 @@ superseded AMI is deregistered and its snapshots deleted."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
-from sqlalchemy import select
 
-from autoscaler import GpucapAutoscaler
-from coldstart.images import ImageTimings
 from controlplane.api import ControlPlaneService
-from controlplane.api.node_phases import PhaseReport
-from controlplane.loop import ControlLoop, LoopContext, Tuning
-from controlplane.loop.context import BootConfig
-from controlplane.metrics_sources import SyntheticTraffic
-from controlplane.resolvers import SimHealth, account_model
+from controlplane.loop import ControlLoop
+from controlplane.resolvers import account_model
 from controlplane.store.db import Store
 from controlplane.store.models import Account as AccountRow
-from controlplane.store.models import MachineImage
-from controlplane.telemetry import Metrics
 from providers.aws.provider import AwsProvider
 from providers.base import TAG_INTENT, TAG_MANAGED, Provider
-from providers.sim import SimCloud
-from tests.component.test_node_phases import TOKENS
+from tests.component.image_kit import TIMINGS, Clock, bake, builds, image_loop
 from tests.contract.harness_aws import base_ami
 from tests.fakes.moto_server import MotoEmulator, moto, moto_server
 
@@ -53,7 +42,6 @@ models:
       image: vllm/vllm-openai:v1
     baked_image: {}
 """
-TIMINGS = ImageTimings(build_s=600.0, retry_s=600.0, grace_s=0.0, max_age_s=100.0)
 
 
 class AwsWithBaseImage:
@@ -76,14 +64,6 @@ class AwsWithBaseImage:
         return self._cache[account.name]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = time.time()
-
-    def __call__(self) -> float:
-        return self.t
-
-
 @pytest.fixture
 def ec2(moto: MotoEmulator) -> Any:
     moto.reset_state()
@@ -97,38 +77,7 @@ def world(
     svc = ControlPlaneService(store)
     svc.apply_policy(POLICY, source="a.yaml", applied_by="t")
     clock = Clock()
-    ctx = LoopContext(
-        store=store,
-        providers=AwsWithBaseImage(moto.endpoint_url, base_ami(ec2)),
-        metrics_source=SyntheticTraffic({}),
-        health=SimHealth(SimCloud()),
-        autoscaler=GpucapAutoscaler(),
-        telemetry=Metrics(),
-        tuning=replace(Tuning(), images=TIMINGS),
-        clock=clock,
-        boot=BootConfig(TOKENS, "http://127.0.0.1:9/v1/node-phases"),
-    )
-    yield ControlLoop(ctx), clock, svc
-
-
-def builds(store: Store) -> list[MachineImage]:
-    with store.session() as s:
-        return list(s.scalars(select(MachineImage).order_by(MachineImage.image_version)))
-
-
-def bake(loop: ControlLoop, svc: ControlPlaneService, store: Store) -> MachineImage:
-    """One build from start to ready, the builder's report sent as node.sh sends it."""
-    loop.bake_images()
-    b = next(b for b in builds(store) if b.state == "building")
-    report = PhaseReport(b.id, "baked", time.time(), TOKENS.for_node(b.id), "vllm@sha256:ab")
-    assert svc.report_node_phase(report)
-    assert not svc.report_node_phase(report)  # a retry changes nothing
-    for _ in range(5):
-        loop.bake_images()
-        b = next(x for x in builds(store) if x.id == b.id)
-        if b.state == "ready" and b.builder_terminated_at is not None:
-            return b
-    raise AssertionError(f"{b.id} is {b.state}: {b.error}")
+    yield image_loop(store, AwsWithBaseImage(moto.endpoint_url, base_ami(ec2)), clock), clock, svc
 
 
 def tags(raw: dict[str, Any]) -> dict[str, str]:

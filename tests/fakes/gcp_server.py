@@ -245,6 +245,7 @@ class FakeGcp:
         self.operations: dict[tuple[str, str, str], Operation] = {}  # (project, scope, name)
         self.request_ids: dict[tuple[str, str], Operation] = {}  # (project, requestId)
         self.images: dict[tuple[str, str], dict[str, Any]] = {}  # (project, name)
+        self.disk_images: dict[tuple[str, str, str], str] = {}  # (project, zone, disk): source
         # (project, region, name) -> resource policy
         self.resource_policies: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.objects: dict[tuple[str, str], bytes] = {}  # (bucket, name)
@@ -302,6 +303,7 @@ class FakeGcp:
             self.operations.clear()
             self.request_ids.clear()
             self.images.clear()
+            self.disk_images.clear()
             self.resource_policies.clear()
             self.objects.clear()
             self.zone_status.clear()
@@ -396,6 +398,15 @@ class FakeGcp:
                 for (p, _, _), i in self.instances.items()
                 if (project is None or p == project) and i["status"] not in ("STOPPING",)
             ]
+
+    def boot_image_of(self, project: str, zone: str, name: str) -> str | None:
+        """Ground truth for tests: the source image the instance's boot disk was made from."""
+        with self.lock:
+            inst = self.instances.get((project, zone, name))
+            boot = next((d for d in (inst or {}).get("disks", []) if d["boot"]), None)
+            if boot is None:
+                return None
+            return self.disk_images.get((project, zone, boot["source"].rsplit("/", 1)[-1]))
 
     def policies(self, project: str) -> list[dict[str, Any]]:
         """Ground truth for tests: the project's resource policies (any region)."""
@@ -910,6 +921,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "already exists",
                     "alreadyExists",
                 )
+            self._check_source_images(project, body)
             self._check_quota(project, region, mtype)
             body = {**body, "resourcePolicies": self._policy_links(project, region, body)}
             link = f"{self.base}/projects/{project}/zones/{zone}/instances/{name}"
@@ -930,6 +942,32 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None and fault.kind == "drop":
                 raise _DropConnection
             return 200, op.to_json(self.base)
+
+    def _check_source_images(self, project: str, body: dict) -> None:
+        """Each new disk's ``initializeParams.sourceImage`` is a path or URL, as GCE wants
+        (``[projects/P/]global/images/NAME`` or ``.../images/family/F``; a bare name is
+        invalid), and a named image of a project this fake holds images of exists and is
+        READY. Families are not checked: the fake publishes no base images."""
+        for i, d in enumerate(body.get("disks") or []):
+            src = (d.get("initializeParams") or {}).get("sourceImage")
+            if src is None:
+                continue
+            m = re.search(r"(?:^|/)(?:projects/(?P<p>[^/]+)/)?global/images/(?P<n>.+)$", src)
+            if m is None:
+                field = f"resource.disks[{i}].initializeParams.sourceImage"
+                raise HttpError(400, f"Invalid value for field '{field}': '{src}'.", "invalid")
+            owner, name = m["p"] or project, m["n"]
+            if name.startswith("family/") or all(pp != owner for pp, _ in self.fake.images):
+                continue
+            image = self.fake.images.get((owner, name))
+            if image is None:
+                raise _not_found(f"projects/{owner}/global/images/{name}")
+            if image["status"] != "READY":
+                raise HttpError(
+                    400,
+                    f"The resource 'projects/{owner}/global/images/{name}' is not ready",
+                    "resourceNotReady",
+                )
 
     def _policy_links(self, project: str, region: str, body: dict) -> list[str]:
         """The instance's ``resourcePolicies`` as full URLs, each checked to exist in the
@@ -990,6 +1028,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "diskSizeGb": (d.get("initializeParams") or {}).get("diskSizeGb", "10"),
                 }
             )
+            source_image = (d.get("initializeParams") or {}).get("sourceImage", "")
+            self.fake.disk_images[(project, zone, disk_name)] = source_image
         return {
             "kind": "compute#instance",
             "id": iid,
