@@ -75,6 +75,12 @@ def estimate(
         "load_init": modeled["load"] + modeled["init"],
     }
     found = dict(learned.by_pool.get(pool.id, {}))
+    if staging.warm_node:
+        # A resume has no capacity wait, no bootstrap and no image pull of a create: what
+        # was learned of those, and the model's launches, are creates'; the defaults say it.
+        for name in PHASES[:3]:
+            found.pop(name, None)
+        launches, elsewhere = (), ()
     bandwidth = learned.fetch_gib_per_s.get(pool.id)
     engine = learned.engine_s.get(model)
     phases = []

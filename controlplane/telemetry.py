@@ -72,6 +72,19 @@ class Metrics:
             ["customer", "model"],
             registry=r,
         )
+        self.warm_nodes = Gauge(
+            "gpucap_warm_nodes",
+            "Nodes waiting in a model's warm pool (lifecycle.warm), by pool.",
+            ["customer", "model", "pool"],
+            registry=r,
+        )
+        self.warm_usd_per_hour = Gauge(
+            "gpucap_warm_usd_per_hour",
+            "What a model's warm nodes cost while they wait: stopped, their boot volumes; "
+            "ready, the nodes' price.",
+            ["customer", "model", "pool"],
+            registry=r,
+        )
         self.nodes = Gauge(
             "gpucap_nodes", "Nodes by pool and state.", ["pool", "state"], registry=r
         )

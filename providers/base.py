@@ -11,6 +11,13 @@ adapter, the simulated one included):
 - ``describe_node`` returns ``None`` when the instance no longer exists.
 - ``list_nodes`` returns every non-terminated instance carrying *all* the given tags.
 - ``terminate_node`` is idempotent: an instance that is already gone is success.
+- ``stop_node`` stops a running instance, keeping its boot disk (what a stopped node
+  bills; instance-store NVMe is wiped), and ``start_node`` starts a stopped one again on a
+  host of its zone. Both are idempotent: stopping a stopping, stopped or gone instance, or
+  starting a starting or running one, is success. A start can find no host:
+  :class:`~providers.errors.CapacityUnavailable` (zone scope), raised at once like a
+  create's, so the caller falls back to a create elsewhere. Warm pools use them
+  (``controlplane.lifecycle.warm``).
 - ``list_offerings`` returns every known offering in the given regions, with availability as
   a field (never by omission).
 - Gangs. A request with ``placement_group`` (the gang's key, e.g. its replica id; the same on
@@ -144,6 +151,10 @@ class Provider(Protocol):
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]: ...
 
     def terminate_node(self, region: str, instance_id: str) -> None: ...
+
+    def stop_node(self, region: str, instance_id: str) -> None: ...
+
+    def start_node(self, region: str, instance_id: str) -> None: ...
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]: ...
 

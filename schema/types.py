@@ -37,6 +37,10 @@ class NodeState(StrEnum):
     ``running``      the cloud reports the instance running; the model server is loading
     ``ready``        the replica on it passed its health check and serves traffic
     ``draining``     selected for removal; no new traffic, finishing in-flight work
+    ``stopping``     a warm pool's node: stop was requested from the cloud (its disk stays)
+    ``stopped``      a warm pool's node, stopped at the cloud, waiting to be resumed
+    ``resuming``     taken from the warm pool by a launch: start is to be (or was) asked;
+                     then provisioning, as a create
     ``terminating``  terminate was requested from the cloud
     ``terminated``   the cloud confirmed it gone (terminal)
     ``failed``       the create failed; nothing exists at the cloud (terminal)
@@ -47,6 +51,9 @@ class NodeState(StrEnum):
     RUNNING = "running"
     READY = "ready"
     DRAINING = "draining"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    RESUMING = "resuming"
     TERMINATING = "terminating"
     TERMINATED = "terminated"
     FAILED = "failed"
@@ -60,6 +67,7 @@ class NodeState(StrEnum):
         """Counts as capacity the model has or is getting (for the autoscaler)."""
         return self in (
             NodeState.PENDING,
+            NodeState.RESUMING,
             NodeState.PROVISIONING,
             NodeState.RUNNING,
             NodeState.READY,

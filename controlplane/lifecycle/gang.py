@@ -19,7 +19,15 @@ def rank_of(node_ids: Iterable[str], node_id: str) -> int:
     return sorted(node_ids).index(node_id)
 
 
-_PROGRESS = (NodeState.PENDING, NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY)
+# (A resumed replica starts over from resuming; a warm one parks once ready.)
+_PROGRESS = (
+    NodeState.PENDING,
+    NodeState.RESUMING,
+    NodeState.PROVISIONING,
+    NodeState.RUNNING,
+    NodeState.READY,
+)
+_PARKED = (NodeState.STOPPING, NodeState.STOPPED)
 _LEAVING = (NodeState.DRAINING, NodeState.TERMINATING)
 
 
@@ -35,8 +43,10 @@ def replica_state(nodes: Sequence[NodeState | str], current: NodeState | str) ->
     all terminated                terminated
     any failed, or some (not all) failed: the gang lost a member (the caller
     terminated                    drains the siblings)
-    otherwise                     the least advanced of pending < provisioning <
-                                  running < ready
+    ready or parking, some        stopped once all are, else stopping (a warm
+    stopping or stopped           replica parks)
+    otherwise                     the least advanced of pending < resuming <
+                                  provisioning < running < ready
     ============================  ==============================================
     """
     states = [NodeState(n) for n in nodes]
@@ -51,4 +61,7 @@ def replica_state(nodes: Sequence[NodeState | str], current: NodeState | str) ->
         return NodeState.TERMINATED
     if any(s.is_terminal for s in states):
         return NodeState.FAILED
+    if any(s in _PARKED for s in states) and all(s in (*_PARKED, NodeState.READY) for s in states):
+        stopped = all(s == NodeState.STOPPED for s in states)
+        return NodeState.STOPPED if stopped else NodeState.STOPPING
     return min(states, key=lambda s: _PROGRESS.index(s) if s in _PROGRESS else 0)

@@ -25,6 +25,16 @@ draining           instances alive, the engine still holding   Wait (the drain's
 terminating        any still alive                             Terminate those not already
                                                                stopping (and stay)
                    none alive                                  Move(terminated)
+ready, of a warm   running                                     Move(stopping), then Stop it
+replica (stopped
+mode)
+stopping           running or pending (the stop was lost)      Stop it (and stay)
+                   stopped                                     Move(stopped)
+stopped            (anything but gone)                         Wait: the warm pool holds it
+resuming           stopped                                     Start it, Move(provisioning)
+                   pending or running (the start went through) Move(provisioning)
+stopping, stopped, gone or terminated                          Move(failed)
+resuming
 =================  ==========================================  ===========================
 """
 
@@ -57,6 +67,7 @@ class NodeFacts:
     reported_ready: bool = False  # the node reported its ``ready`` phase
     served: bool = False  # it was ready once (a drain then waits for its requests)
     failed: bool = False  # it failed (a drain then does not wait)
+    park: bool = False  # of a warm replica kept stopped: stop it once it is ready
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,20 @@ class Terminate:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Ask the cloud to stop these instances (the node is ``stopping`` already)."""
+
+    instances: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Ask the cloud to start these stopped instances, then move to ``provisioning``."""
+
+    instances: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Move:
     to: NodeState
     error: str | None = None
@@ -117,9 +142,10 @@ class Move:
     failed: bool = False  # a failure though not left ``failed`` (drained to terminate it)
     terminate: tuple[str, ...] = ()  # instances to terminate before moving
     probe_failures: int | None = None  # what to record (None: leave it)
+    stop: tuple[str, ...] = ()  # instances to stop once the move is recorded
 
 
-Action = Wait | Create | NotAttempted | CountFailures | Terminate | Move
+Action = Wait | Create | NotAttempted | CountFailures | Terminate | Move | Stop | Start
 
 
 def backoff_s(attempts: int, t: Timing) -> float:
@@ -143,6 +169,8 @@ def step_live(
     if seen.status in (None, InstanceStatus.TERMINATED, InstanceStatus.STOPPING):
         return Move(NodeState.FAILED, error=DISAPPEARED)
     running = seen.status == InstanceStatus.RUNNING
+    if n.state == NodeState.READY and n.park and running:
+        return Move(NodeState.STOPPING, stop=(seen.instance_id,))
     if n.state == NodeState.READY:
         failures = failures_after(n.probe_failures, seen.probe if running else Probe(False))
         why = unhealthy(failures, health)
@@ -182,3 +210,19 @@ def step_leaving(
     if alive:
         return Terminate(kill) if kill else Wait()
     return Move(NodeState.TERMINATED)
+
+
+def step_warm(n: NodeFacts, seen: Observed) -> Action:
+    """A warm pool's node (stopping, stopped, or resuming), as described now."""
+    if seen.status in (None, InstanceStatus.TERMINATED):
+        return Move(NodeState.FAILED, error=DISAPPEARED)
+    up = seen.status in (InstanceStatus.PENDING, InstanceStatus.RUNNING)
+    if n.state == NodeState.STOPPING:
+        if seen.status == InstanceStatus.STOPPED:
+            return Move(NodeState.STOPPED)
+        return Stop((seen.instance_id,)) if up else Wait()
+    if n.state == NodeState.RESUMING:
+        if seen.status == InstanceStatus.STOPPED:
+            return Start((seen.instance_id,))
+        return Move(NodeState.PROVISIONING) if up else Wait()
+    return Wait()

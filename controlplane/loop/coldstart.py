@@ -5,7 +5,8 @@ boots reported there over the defaults of its cloud and node size (``coldstart.e
 from __future__ import annotations
 
 from coldstart import ColdStartModel, Learned, expected_ready_from
-from coldstart.estimate import Estimate, PoolOf, estimate
+from coldstart.estimate import NOTHING_STAGED, Estimate, PoolOf, estimate
+from coldstart.model import Staging
 from controlplane.loop.context import LoopContext
 from schema.catalog import parse_gpu_shape
 from schema.policy import Model as ModelSpec
@@ -28,6 +29,13 @@ def expected_s(ctx: LoopContext, spec: ModelSpec, observed: list[tuple[str, floa
     return expected_ready_from([t for _, t in observed], modeled_s(ctx, spec))
 
 
+def warm_s(ctx: LoopContext, spec: ModelSpec) -> float:
+    """The phase model's time-to-ready of a replica resumed from a warm node (coldstart.md
+    §5: T_vm from a stopped warm-pool node, no bootstrap, the image on its disk)."""
+    staged = Staging(warm_node=True)
+    return ctx.coldstart.expected_ready_s(weights_gb(spec), staged) * ctx.tuning.cold_start_scale
+
+
 def pool_estimate(
     coldstart: ColdStartModel,
     scale: float,
@@ -38,9 +46,11 @@ def pool_estimate(
     pool_id: str,
     cloud: str,
     gpu_shape: str,
+    *,
+    warm: bool = False,
 ) -> Estimate:
     """A new replica of the model in one pool, phase by phase (the loop and the API's
-    ``explain`` share it)."""
+    ``explain`` share it); ``warm``: resumed from a warm node waiting there."""
     pool = PoolOf(pool_id, cloud, parse_gpu_shape(gpu_shape).gpus)
     here = [t for q, t in observed if q == pool_id]
     elsewhere = [t for q, t in observed if q != pool_id]
@@ -51,6 +61,7 @@ def pool_estimate(
         learned,
         here,
         elsewhere,
+        staging=Staging(warm_node=True) if warm else NOTHING_STAGED,
         coldstart=coldstart,
         scale=scale,
     )

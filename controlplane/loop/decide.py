@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 from autoscaler import codec
 from autoscaler.types import AutoscalerInput
 from controlplane.decider_code import decider_code
-from controlplane.loop.coldstart import expected_s
+from controlplane.loop.coldstart import expected_s, warm_s
 from controlplane.loop.context import LoopContext
-from controlplane.loop.snapshot import ModelFacts, SnapshotReader
+from controlplane.loop.snapshot import ModelFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import replica_counts, scaling_spec
+from controlplane.loop.warm import parked, warm_of
 from controlplane.scaling import Overrides, Step, changed, scale
 from controlplane.store.models import DecisionRecord, Model
 
@@ -33,12 +34,24 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
                 model=m.name,
                 now=now,
                 metrics=ctx.window.window((m.customer, m.name), now),
-                replicas=replica_counts(snap.replicas.get(m.id, []), m.spec),
+                replicas=replica_counts(
+                    [r for r in snap.replicas.get(m.id, []) if not r.warm], m.spec
+                ),
                 spec=scaling_spec(m.spec, ctx.tuning),
-                cold_start_s=expected_s(ctx, m.spec, snap.observed.get(m.id, [])),
+                cold_start_s=_horizon_s(ctx, snap, m),
             )
             step = scale(ctx.autoscaler, inp, m.autoscaler_state, Overrides(m.pinned, m.paused))
             _apply(ctx, s, m, inp, step, now_dt)
+
+
+def _horizon_s(ctx: LoopContext, snap: Snapshot, m: ModelFacts) -> float:
+    """The look-ahead: the next replica's expected time-to-ready, the shorter one of a
+    resume while a warm replica of the model waits (``controlplane/loop/warm.py``)."""
+    create = expected_s(ctx, m.spec, snap.observed.get(m.id, []))
+    wp = m.spec.warm_pool
+    if wp is not None and any(parked(r, wp.mode) for r in warm_of(snap, m.id)):
+        return min(create, warm_s(ctx, m.spec))
+    return create
 
 
 def _apply(

@@ -17,6 +17,7 @@ from controlplane.loop.coldstart import pool_estimate
 from controlplane.loop.context import LoopContext
 from controlplane.loop.snapshot import ModelFacts, PoolFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import pool_view, replica_view
+from controlplane.loop.warm import keep_warm, parked, warm_of
 from controlplane.placement import (
     CustomerInput,
     Launch,
@@ -31,6 +32,7 @@ from controlplane.placement.plan import UNIT_EPS
 from controlplane.store.events import record_event
 from controlplane.store.models import DecisionRecord, Node, Replica
 from controlplane.store.transitions import drain_replica, retire_replica
+from schema.policy import WarmMode
 from schema.types import CapacityTier, NodeState
 
 
@@ -54,7 +56,15 @@ class Placer:
                 pools = {p.id: p for p in snap.pools.get(customer, [])}
                 demands = {d.model.name: d for d in inp.models}
                 for name, model_plan in result.plans.items():
-                    self._apply(s, models[name], pools, model_plan, demands[name], now_dt)
+                    m = models[name]
+                    create_s = {
+                        p.id: _pool_s(ctx, snap.learned, m, snap.observed.get(m.id, []), p)
+                        for p in pools.values()
+                    }
+                    resumed = keep_warm(
+                        ctx, s, snap, m, pools, model_plan.launches, create_s, now_dt
+                    )
+                    self._apply(s, m, pools, model_plan, demands[name], now_dt, resumed)
                 for m in models.values():
                     _finish_retiring(ctx, s, snap, m, demands.get(m.name), now, now_dt)
 
@@ -66,9 +76,11 @@ class Placer:
         p: Plan,
         demand: ModelDemand,
         now: datetime,
+        resumed: list[str | None],
     ) -> None:
-        for launch in p.launches:
-            _record_launch(s, m, pools[launch.pool_id], launch, now)
+        for launch, warm in zip(p.launches, resumed, strict=True):
+            if warm is None:  # (else a warm replica was resumed for it: controlplane/loop/warm)
+                record_launch(s, m, pools[launch.pool_id], launch, now)
         for drain in p.drains:
             replica = s.get(Replica, drain.replica_id)
             assert replica is not None  # in this session's snapshot
@@ -159,12 +171,18 @@ def _finish_retiring(
 
 
 def _pool_s(
-    ctx: LoopContext, learned: Learned, m: ModelFacts, seen: list[tuple[str, float]], p: PoolFacts
+    ctx: LoopContext,
+    learned: Learned,
+    m: ModelFacts,
+    seen: list[tuple[str, float]],
+    p: PoolFacts,
+    warm: bool = False,
 ) -> float:
-    """The model's expected cold start in pool ``p`` (``coldstart.estimate``)."""
+    """The model's expected cold start in pool ``p`` (``coldstart.estimate``); ``warm``:
+    a warm replica waits there, so the next launch there is a resume."""
     scale = ctx.tuning.cold_start_scale
     est = pool_estimate(
-        ctx.coldstart, scale, learned, m.id, m.spec, seen, p.id, p.cloud, p.gpu_shape
+        ctx.coldstart, scale, learned, m.id, m.spec, seen, p.id, p.cloud, p.gpu_shape, warm=warm
     )
     return est.seconds
 
@@ -196,12 +214,14 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
         elif m.paused and m.pinned is None:
             desired = live_units(m.spec, views)
         seen = snap.observed.get(m.id, [])
+        mode = m.spec.warm_pool.mode if m.spec.warm_pool else WarmMode.STOPPED
+        waiting = {r.pool_id for r in warm_of(snap, m.id) if parked(r, mode)}
         demands.append(
             ModelDemand(
                 ModelView(m.customer, m.name, m.spec),
                 desired,
                 views,
-                {p.id: _pool_s(ctx, snap.learned, m, seen, p) for p in pools},
+                {p.id: _pool_s(ctx, snap.learned, m, seen, p, p.id in waiting) for p in pools},
             )
         )
     if not demands:
@@ -217,12 +237,14 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
     )
 
 
-def _record_launch(
-    s: Session, m: ModelFacts, pool: PoolFacts, launch: Launch, now: datetime
+def record_launch(
+    s: Session, m: ModelFacts, pool: PoolFacts, launch: Launch, now: datetime, warm: bool = False
 ) -> None:
     """Record the intent (replica + node rows with idempotency tokens) before any provider
-    call: the reconciler acts on these rows, never on a plan in memory."""
+    call: the reconciler acts on these rows, never on a plan in memory. ``warm``: created
+    for the model's warm pool (``controlplane/loop/warm.py``), not as its capacity."""
     replica = Replica(
+        warm=warm,
         id=f"r-{uuid.uuid4().hex[:16]}",
         model_id=m.id,
         pool_id=pool.id,
@@ -253,7 +275,8 @@ def _record_launch(
         s,
         now,
         "replica.launch",
-        f"{m.name}: new {launch.gpu_shape} replica in {pool.id} ({pool.tier})",
+        f"{m.name}: new {launch.gpu_shape} {'warm-pool ' if warm else ''}replica in {pool.id} "
+        f"({pool.tier})",
         customer=m.customer,
         model=m.name,
     )

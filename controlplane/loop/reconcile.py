@@ -18,7 +18,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from bootstrap import render
 from controlplane.availability import PoolKey, Unavailable, availability
-from controlplane.lifecycle.blocking import BlockTTLs, Fail, on_create_error
+from controlplane.lifecycle.blocking import BlockTTLs, Fail, block_for, on_create_error
 from controlplane.lifecycle.gang import leader_of, rank_of, replica_state
 from controlplane.lifecycle.health import Probe
 from controlplane.lifecycle.node import (
@@ -29,11 +29,14 @@ from controlplane.lifecycle.node import (
     NodeFacts,
     NotAttempted,
     Observed,
+    Start,
+    Stop,
     Terminate,
     Timing,
     step_leaving,
     step_live,
     step_pending,
+    step_warm,
 )
 from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
@@ -60,9 +63,10 @@ from providers.base import (
     Provider,
     ownership_tags,
 )
-from providers.errors import ProviderError
+from providers.errors import ProviderError, Throttled, TransientError
 from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
+from schema.policy import WarmMode
 from schema.types import NodePhase, NodeState
 
 log = structlog.get_logger("gpucap.loop")
@@ -95,8 +99,9 @@ class NodeSnapshot:
     reported_ready: bool = False
     served: bool = False
     failed: bool = False
+    warm: bool = False  # its replica is in the model's warm pool
 
-    def facts(self, blocked_until: float | None = None) -> NodeFacts:
+    def facts(self, blocked_until: float | None = None, park: bool = False) -> NodeFacts:
         return NodeFacts(
             self.state,
             self.attempts,
@@ -107,6 +112,7 @@ class NodeSnapshot:
             reported_ready=self.reported_ready,
             served=self.served,
             failed=self.failed,
+            park=park,
         )
 
 
@@ -130,7 +136,7 @@ def ttls(t: Tuning) -> BlockTTLs:
 # The pass's statements, built once (building one costs about as much as running it).
 _ACCOUNTS = select(Account)
 _LIVE_NODES = (
-    select(Node, Model.name, Model.id, Pool)
+    select(Node, Model.name, Model.id, Pool, Replica.warm)
     .join(Replica, Node.replica_id == Replica.id)
     .join(Model, Replica.model_id == Model.id)
     .join(Pool, Node.pool_id == Pool.id)
@@ -143,13 +149,15 @@ _LIVE_REPLICA_NODES = (
     .order_by(Replica.id, Node.id)
 )
 _REPLICA_NODE_IDS = select(Node.replica_id, Node.id)
-_READY_REPORTS = select(NodePhaseReport.node_id).where(
+_READY_REPORTS = select(NodePhaseReport.node_id, NodePhaseReport.at).where(
     NodePhaseReport.phase == NodePhase.READY.value
 )
 _SPECS = select(Model.id, Model.spec)
 # Where a pass probes engines: starting (is it ready yet?), ready (is it still?), draining
 # (how many requests does it still hold?).
 _PROBED = (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, NodeState.DRAINING)
+# A warm pool's states (``lifecycle.node.step_warm``): described, never probed.
+_WARM = (NodeState.STOPPING, NodeState.STOPPED, NodeState.RESUMING)
 
 # The accounts of one pass, read once for all its nodes: (customer, name) -> row.
 Accounts = dict[tuple[str, str], Account]
@@ -177,7 +185,10 @@ def _guarded(ctx: LoopContext, snap: NodeSnapshot) -> Iterator[None]:
     try:
         yield
     except ProviderError as err:
-        _create_failed(ctx, snap, err)
+        if snap.state == NodeState.RESUMING:
+            _start_failed(ctx, snap, err)
+        else:
+            _create_failed(ctx, snap, err)
     except StaleDataError:
         pass  # another job moved this node on; the next tick sees where it is
     except Exception:
@@ -195,10 +206,15 @@ def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
         members: dict[str, list[str]] = {}
         for rid, nid in s.execute(_REPLICA_NODE_IDS.where(Node.replica_id.in_(replicas))):
             members.setdefault(rid, []).append(nid)
-        starting = [n.id for n, *_ in rows if n.state in _STARTING]
-        reported = set(s.scalars(_READY_REPORTS.where(NodePhaseReport.node_id.in_(starting))))
+        starting = {n.id: epoch(n.resuming_at) for n, *_ in rows if n.state in _STARTING}
+        # (A resumed node's ready report of its first boot says nothing of this one.)
+        reported = {
+            nid
+            for nid, at in s.execute(_READY_REPORTS.where(NodePhaseReport.node_id.in_(starting)))
+            if (starting[nid] or 0.0) <= (epoch(at) or 0.0)
+        }
         out = []
-        for n, model, model_id, pool in rows:
+        for n, model, model_id, pool, warm in rows:
             since = getattr(n, f"{n.state}_at", None) or n.pending_at
             out.append(
                 NodeSnapshot(
@@ -225,6 +241,7 @@ def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
                     reported_ready=n.id in reported,
                     served=n.ready_at is not None,
                     failed=n.failed_at is not None,
+                    warm=bool(warm),
                 )
             )
         return out, accounts
@@ -249,7 +266,7 @@ def _observe(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> Seen:
     if n.state == NodeState.PENDING:
         return Seen()
     provider = _provider(ctx, n, accounts)
-    if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
+    if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, *_WARM):
         assert n.instance_id is not None
         calls.labels(n.cloud, "describe").inc()
         return Seen(live=provider.describe_node(n.region, n.instance_id))
@@ -336,6 +353,11 @@ def _step(
         return
     provider = _provider(ctx, n, accounts)
     probe = probes.get(n.id)
+    if n.state in _WARM:
+        cn = look.live
+        seen = Observed(cn.instance_id, cn.status) if cn else Observed(n.instance_id or "", None)
+        _apply(ctx, n, step_warm(n.facts(), seen), provider)
+        return
     if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY):
         cn = look.live
         if cn is not None and cn.private_ip and cn.private_ip != n.private_ip:
@@ -343,7 +365,10 @@ def _step(
         seen = Observed(n.instance_id or "", None)
         if cn is not None:
             seen = Observed(cn.instance_id, cn.status, cn.zone, probe)
-        _apply(ctx, n, step_live(n.facts(), seen, now, timing(ctx.tuning), health), provider)
+        wp = spec.warm_pool if spec is not None else None
+        park = n.warm and wp is not None and wp.mode == WarmMode.STOPPED
+        action = step_live(n.facts(park=park), seen, now, timing(ctx.tuning), health)
+        _apply(ctx, n, action, provider)
         return
     found = [Observed(iid, st, probe=probe) for iid, st in look.found]
     _apply(ctx, n, step_leaving(n.facts(), found, now, health), provider)
@@ -380,9 +405,19 @@ def _apply(ctx: LoopContext, n: NodeSnapshot, action: Action, provider: Provider
     for iid in kill:
         ctx.telemetry.provider_calls.labels(n.cloud, "terminate").inc()
         provider.terminate_node(n.region, iid)
+    if isinstance(action, Start):  # (the intent, resuming, was recorded by place)
+        for iid in action.instances:
+            ctx.telemetry.provider_calls.labels(n.cloud, "start").inc()
+            provider.start_node(n.region, iid)
+        _move(ctx, n, Move(NodeState.PROVISIONING))
+    stop = action.instances if isinstance(action, Stop) else ()
     if isinstance(action, Move):
-        _move(ctx, n, action)
-    elif isinstance(action, CountFailures):
+        _move(ctx, n, action)  # (recorded before the stop it asks for)
+        stop = action.stop
+    for iid in stop:
+        ctx.telemetry.provider_calls.labels(n.cloud, "stop").inc()
+        provider.stop_node(n.region, iid)
+    if isinstance(action, CountFailures):
         _count_failures(ctx, n, action.failures)
 
 
@@ -424,7 +459,7 @@ def _move(ctx: LoopContext, n: NodeSnapshot, m: Move) -> None:
             row.zone = m.zone
         if m.probe_failures is not None:
             row.probe_failures = m.probe_failures
-        if failure or m.to in (NodeState.READY, NodeState.TERMINATED):
+        if failure or m.to in (NodeState.READY, NodeState.TERMINATED, NodeState.STOPPED):
             record_event(
                 s,
                 now,
@@ -584,6 +619,42 @@ def _create_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> Non
             f"{err.kind} for {n.instance_type} in {n.region}: {err.message}"
             + (f"; blocked {blocked} pool(s)" if blocked else "")
             + (f" (zone {entry.zone})" if entry.zone else ""),
+            customer=n.customer,
+            model=n.model,
+            node=n.id,
+            severity="warning",
+        )
+
+
+def _start_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> None:
+    """A warm node's start failed. Throttling and 5xx: try again next pass. Anything else
+    (no host for it in its zone, most often): the replica goes back to the warm pool, the
+    offering is blocked at the error's scope, and the next place pass launches a fresh
+    create in the next best pool (it still lacks the capacity)."""
+    ctx.telemetry.provider_errors.labels(n.cloud, n.account, err.kind).inc()
+    log.warning("provider_error", node=n.id, pool=n.pool_id, error=str(err), verb="start")
+    if isinstance(err, Throttled | TransientError):
+        return
+    block = block_for(err, n.region, n.zone, n.instance_type, n.pool_id, ttls(ctx.tuning))
+    now, now_dt = ctx.now(), ctx.now_dt()
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is None or row.state != NodeState.RESUMING.value:
+            return
+        replica = row.replica
+        for node in replica.nodes:
+            if node.state == NodeState.RESUMING.value:
+                node.state, node.stopped_at = NodeState.STOPPED.value, now_dt
+        replica.warm, replica.resumed_at = True, None
+        entry = Unavailable.from_block(n.account, block, now, f"{err.kind}: {err.message}"[:1000])
+        blocked = record_unavailable(s, n.customer, entry)
+        record_event(
+            s,
+            now_dt,
+            "warm.start_failed",
+            f"{err.kind} starting warm {n.instance_type} {n.instance_id} in {n.region}: "
+            f"{err.message}; back in the warm pool, a create goes to the next pool"
+            + (f" (blocked {blocked} pool(s))" if blocked else ""),
             customer=n.customer,
             model=n.model,
             node=n.id,

@@ -49,11 +49,13 @@ class ReplicaFacts:
     created_at: float
     nodes: tuple[tuple[str, str], ...]  # (node id, state)
     retiring_since: float | None = None  # leaving surge-first (``lifecycle.surge``)
+    warm: bool = False  # in the model's warm pool (``lifecycle.warm``), not its capacity
 
     @property
     def live(self) -> bool:
-        """Counted as the model's: not leaving, whether by draining or by retiring."""
-        return self.state in LIVE_VALUES and self.retiring_since is None
+        """Counted as the model's: not leaving, whether by draining or by retiring, and not
+        waiting in the warm pool."""
+        return self.state in LIVE_VALUES and self.retiring_since is None and not self.warm
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ _REPLICAS = (
         Replica.state,
         Replica.created_at,
         Replica.retiring_at,
+        Replica.warm,
         Node.id,
         Node.state,
     )
@@ -240,6 +243,7 @@ _SINCE = bindparam("since", type_=Replica.__table__.c.ready_at.type)
 _OBSERVED = (
     select(Replica.model_id, Replica.pool_id, Replica.created_at, Replica.ready_at, _FAILED_AT)
     .where(or_(Replica.ready_at >= _SINCE, and_(Replica.ready_at.is_(None), _FAILED_AT >= _SINCE)))
+    .where(Replica.resumed_at.is_(None))  # (a resume is no create: not its time-to-ready)
     # (times_to_ready orders by when each was ready or failed; this breaks its ties)
     .order_by(Replica.created_at, Replica.id)
 )
@@ -268,6 +272,8 @@ _BOOT_PHASES = (
     .join(Replica, Replica.id == Node.replica_id)
     .join(NodePhaseReport, NodePhaseReport.node_id == Node.id)
     .where(Node.id.in_(select(_READY_NODES.c.node_id)))
+    # A resumed node's second boot is no create's: only its first boot's phases.
+    .where(or_(Node.resuming_at.is_(None), NodePhaseReport.at < Node.resuming_at))
 )
 _LIVE_NODE_POOLS = select(Node.pool_id).where(Node.state.in_(LIVE_VALUES))
 
@@ -277,13 +283,13 @@ def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
     rows are built: the snapshot is read on every tick of two jobs)."""
     rows = s.execute(_REPLICAS)
     parts: dict[str, tuple[tuple[Any, ...], list[tuple[str, str]]]] = {}
-    for rid, model_id, pool_id, shape, state, created, retiring, node_id, node_state in rows:
-        head = (rid, model_id, pool_id, shape, state, created, retiring)
+    for rid, model_id, pool_id, shape, state, created, retiring, warm, node_id, node_state in rows:
+        head = (rid, model_id, pool_id, shape, state, created, retiring, warm)
         _, nodes = parts.setdefault(rid, (head, []))
         if node_id is not None:
             nodes.append((node_id, node_state))
     out: dict[int, list[ReplicaFacts]] = defaultdict(list)
-    for (rid, model_id, pool_id, shape, state, created, retiring), nodes in parts.values():
+    for (rid, model_id, pool_id, shape, state, created, retiring, warm), nodes in parts.values():
         out[model_id].append(
             ReplicaFacts(
                 id=rid,
@@ -294,6 +300,7 @@ def _replicas(s: Session) -> dict[int, list[ReplicaFacts]]:
                 created_at=epoch(created) or 0.0,
                 nodes=tuple(nodes),
                 retiring_since=epoch(retiring),
+                warm=bool(warm),
             )
         )
     return out

@@ -34,7 +34,12 @@ def replica_counts(replicas: Iterable[_Shaped], spec: ModelSpec) -> ReplicaCount
         units[r.state] += capacity_units(spec, r.gpu_shape)
     ready = units[NodeState.READY]
     starting = ready + units[NodeState.RUNNING]
-    live = starting + units[NodeState.PENDING] + units[NodeState.PROVISIONING]
+    live = (
+        starting
+        + units[NodeState.PENDING]
+        + units[NodeState.RESUMING]
+        + units[NodeState.PROVISIONING]
+    )
     n_ready, n_starting, n_live = (math.floor(u + UNIT_EPS) for u in (ready, starting, live))
     draining = units[NodeState.DRAINING] + units[NodeState.TERMINATING]
     return ReplicaCounts(

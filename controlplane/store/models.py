@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -176,6 +177,9 @@ class Replica(Base):
     # model's, until replacements are ready (``lifecycle.surge``); then it drains.
     retiring_at: Mapped[datetime | None]
     retire_reason: Mapped[str | None] = mapped_column(String(200))
+    # In the model's warm pool (``lifecycle.warm``): not the model's capacity until resumed.
+    warm: Mapped[bool] = mapped_column(default=False, server_default=false())
+    resumed_at: Mapped[datetime | None]  # taken from the warm pool (its launch is no create)
     # A gang's placement object (named after the replica) released at the cloud, once all
     # its nodes were gone (the gc job).
     placement_released_at: Mapped[datetime | None]
@@ -217,6 +221,9 @@ class Node(Base):
     running_at: Mapped[datetime | None]
     ready_at: Mapped[datetime | None]
     draining_at: Mapped[datetime | None]
+    stopping_at: Mapped[datetime | None]
+    stopped_at: Mapped[datetime | None]
+    resuming_at: Mapped[datetime | None]  # set: resumed once (reports before it are old)
     terminating_at: Mapped[datetime | None]
     terminated_at: Mapped[datetime | None]
     failed_at: Mapped[datetime | None]

@@ -146,6 +146,29 @@ def terminate_node(sess: AwsSession, region: str, instance_id: str) -> None:
         raise err from exc
 
 
+def stop_node(sess: AwsSession, region: str, instance_id: str) -> None:
+    """StopInstances: idempotent (a stopping or stopped instance is success, as is one that
+    is gone). Its EBS root volume stays and bills; instance-store NVMe is wiped."""
+    ec2 = sess.client("ec2", region)
+    try:
+        ec2.stop_instances(InstanceIds=[instance_id])
+    except Exception as exc:
+        err = from_botocore(exc, region=region)
+        if isinstance(err, NotFound):
+            return
+        raise err from exc
+
+
+def start_node(sess: AwsSession, region: str, instance_id: str) -> None:
+    """StartInstances: a pending or running instance is success; no host for it is
+    InsufficientInstanceCapacity, raised as CapacityUnavailable."""
+    ec2 = sess.client("ec2", region)
+    try:
+        ec2.start_instances(InstanceIds=[instance_id])
+    except Exception as exc:
+        raise from_botocore(exc, region=region) from exc
+
+
 def to_node(inst: Mapping[str, Any], region: str) -> CloudNode:
     tags = tags_of(inst)
     state = str((inst.get("State") or {}).get("Name", "pending"))

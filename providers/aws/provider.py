@@ -96,6 +96,16 @@ class AwsProvider:
             lambda: instances.terminate_node(self.session, region, instance_id),
         )
 
+    def stop_node(self, region: str, instance_id: str) -> None:
+        self._retried(
+            f"stop {instance_id}", lambda: instances.stop_node(self.session, region, instance_id)
+        )
+
+    def start_node(self, region: str, instance_id: str) -> None:
+        self._retried(
+            f"start {instance_id}", lambda: instances.start_node(self.session, region, instance_id)
+        )
+
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         return self._retried(
             "offerings", lambda: offerings.list_offerings(self.session, regions, self.prices)

@@ -408,6 +408,45 @@ class GcpInstances:
         except Exception as exc:
             raise gerr.from_exception(exc, where) from exc
 
+    # -- stop / start (warm pools) --------------------------------------------------------
+
+    def stop(self, region: str, instance_id: str) -> None:
+        """instances.stop: the boot disk stays (and bills), local SSD is discarded. Gone
+        already is success."""
+        self._action(region, instance_id, "stop")
+
+    def start(self, region: str, instance_id: str) -> None:
+        """instances.start: ZONE_RESOURCE_POOL_EXHAUSTED when the zone has no host for it
+        (raised as CapacityUnavailable, from the operation's error)."""
+        self._action(region, instance_id, "start")
+
+    def _action(self, region: str, instance_id: str, verb: str) -> None:
+        from google.cloud import compute_v1
+
+        zone, name, nid = parse_instance_id(instance_id)
+        where = gerr.Where(region, zone)
+        try:
+            node = self._get(zone, name)
+            if node is None or self._node_id(node) != nid:
+                if verb == "stop":
+                    return
+                raise InvalidRequest(f"no instance {instance_id}", code="notFound")
+            request: Any = (
+                compute_v1.StopInstanceRequest
+                if verb == "stop"
+                else compute_v1.StartInstanceRequest
+            )(project=self.session.project, zone=zone, instance=name)
+            call = self._client.stop_unary if verb == "stop" else self._client.start_unary
+            op = call(request=request, retry=None, timeout=CALL_TIMEOUT_S)
+            done = wait_zone_operation(
+                self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
+            )
+            gerr.raise_unless_succeeded(done, op.name, verb, where)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise gerr.from_exception(exc, where) from exc
+
 
 def _region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]

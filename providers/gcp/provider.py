@@ -95,6 +95,12 @@ class GcpProvider:
             f"terminate {instance_id}", lambda: self.instances.terminate(region, instance_id)
         )
 
+    def stop_node(self, region: str, instance_id: str) -> None:
+        self._retried(f"stop {instance_id}", lambda: self.instances.stop(region, instance_id))
+
+    def start_node(self, region: str, instance_id: str) -> None:
+        self._retried(f"start {instance_id}", lambda: self.instances.start(region, instance_id))
+
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         where = gerr.Where(regions[0] if len(regions) == 1 else None)
 

@@ -335,6 +335,22 @@ class Instances:
         ips = self._private_ips(region, inst.compartment_id, [inst], instance_id=inst.id)
         return to_node(inst, region, ips.get(inst.id))
 
+    def action(self, region: str, instance_id: str, verb: str) -> None:
+        """InstanceAction STOP or START (warm pools): a stopped instance keeps its boot
+        volume (billed); START with no host in its domain is a 500 "Out of host capacity",
+        raised as CapacityUnavailable. Stopping one that is gone is success."""
+        try:
+            self.session.call(
+                "instance_action",
+                self.session.compute(region).instance_action,
+                instance_id,
+                verb,
+                where=Where(region=region, target=Target.RESOURCE),
+            )
+        except NotFound:
+            if verb != "STOP":
+                raise
+
     def list_tagged(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         found = self.session.list_all(
             "list_instances",

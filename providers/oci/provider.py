@@ -78,6 +78,12 @@ class OciProvider:
     def terminate_node(self, region: str, instance_id: str) -> None:
         self._retried("terminate_node", lambda: self.instances.terminate(region, instance_id))
 
+    def stop_node(self, region: str, instance_id: str) -> None:
+        self._retried("stop_node", lambda: self.instances.action(region, instance_id, "STOP"))
+
+    def start_node(self, region: str, instance_id: str) -> None:
+        self._retried("start_node", lambda: self.instances.action(region, instance_id, "START"))
+
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         return self._retried(
             "list_offerings", lambda: list_offerings(self.session, regions, self.prices)

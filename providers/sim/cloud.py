@@ -43,7 +43,8 @@ class SimTimings:
 
     boot_s: float = 4.0  # create -> instance running (T_capacity + T_vm)
     serve_s: float = 6.0  # running -> model server healthy (bootstrap+image+weights+init)
-    terminate_s: float = 1.0  # terminate -> gone
+    terminate_s: float = 1.0  # terminate -> gone (and stop -> stopped)
+    start_s: float = 1.0  # start of a stopped instance -> running (a warm node's T_vm)
 
 
 @dataclass
@@ -62,6 +63,8 @@ class SimInstance:
     placement_group: str | None = None  # the placement object's name, for a gang's node
     private_ip: str | None = None  # a local node's address (None: made up, or address_of)
     image: str | None = None  # the baked image it boots from (None: the base image)
+    stop_requested_at: float | None = None  # stopped (or stopping) since
+    started_at: float | None = None  # its last start from stopped (None: never stopped)
 
 
 @dataclass
@@ -167,6 +170,12 @@ class SimCloud:
         if inst.terminate_requested_at is not None:
             done = now - inst.terminate_requested_at >= timings.terminate_s
             return InstanceStatus.TERMINATED if done else InstanceStatus.STOPPING
+        if inst.stop_requested_at is not None:
+            done = now - inst.stop_requested_at >= timings.terminate_s
+            return InstanceStatus.STOPPED if done else InstanceStatus.STOPPING
+        if inst.started_at is not None:
+            up = now - inst.started_at >= timings.start_s
+            return InstanceStatus.RUNNING if up else InstanceStatus.PENDING
         if now - inst.created_at >= timings.boot_s:
             return InstanceStatus.RUNNING
         return InstanceStatus.PENDING
@@ -180,6 +189,8 @@ class SimCloud:
             if self.status(inst) != InstanceStatus.RUNNING:
                 return False
             timings = self.timings_for(inst)
+            if inst.started_at is not None:
+                return self.clock() - inst.started_at >= timings.start_s + timings.serve_s
             return self.clock() - inst.created_at >= timings.boot_s + timings.serve_s
 
     def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
@@ -195,13 +206,14 @@ class SimCloud:
         return self._alive(instance_type, lambda i: i.account == account and i.region == region)
 
     def _alive(self, instance_type: str, where: Callable[[SimInstance], bool]) -> int:
-        """Instances of the type, not terminated, that ``where`` picks."""
+        """Instances of the type holding a host (not terminated, not stopped) that ``where``
+        picks: a stopped instance gives its host back, so its start can find none."""
         return sum(
             1
             for i in self.instances.values()
             if i.instance_type == instance_type
             and where(i)
-            and self.status(i) != InstanceStatus.TERMINATED
+            and self.status(i) not in (InstanceStatus.TERMINATED, InstanceStatus.STOPPED)
         )
 
     def limit(self, cloud: Cloud, region: str, instance_type: str) -> int:
@@ -411,6 +423,53 @@ class SimCloud:
             if inst.terminate_requested_at is None:
                 inst.terminate_requested_at = self.clock()
         self._stop_local(instance_id)
+
+    def stop(self, account: str, instance_id: str) -> None:
+        """Stop a running (or starting) instance: its host is given back, its disk kept;
+        a local node's process tree ends, its files stay. Idempotent: stopping, stopped,
+        or gone is success."""
+        with self._lock:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst.account != account:
+                return
+            if self.status(inst) not in (InstanceStatus.PENDING, InstanceStatus.RUNNING):
+                return
+            inst.stop_requested_at = self.clock()
+        self._stop_local(instance_id)
+
+    def start(self, account: str, instance_id: str) -> None:
+        """Start a stopped instance on a host of its zone: CapacityUnavailable (zone scope)
+        when none is free, or an injected fault; a running or starting one is success; a
+        stopping one is refused (as EC2's IncorrectInstanceState). A local node boots its
+        user data again (its bootstrap re-runs: weights on instance storage are gone)."""
+        with self._lock:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst.account != account:
+                raise InvalidRequest(f"no instance {instance_id}", code="SimUnknownInstance")
+            status = self.status(inst)
+            if status in (InstanceStatus.PENDING, InstanceStatus.RUNNING):
+                return
+            if status != InstanceStatus.STOPPED:
+                raise InvalidRequest(
+                    f"{instance_id} is {status.value}", code="SimIncorrectInstanceState"
+                )
+            region, it = inst.region, inst.instance_type
+            self._take_fault(inst.cloud, account, inst.zone, region, it)
+            full = self.in_use(inst.cloud, region, it) >= self.limit(inst.cloud, region, it)
+            if full or self.zone_full(inst.cloud, inst.zone, it):
+                raise CapacityUnavailable(
+                    f"insufficient {it} capacity in {inst.zone} to start {instance_id}",
+                    code="SimInsufficientCapacity",
+                    scope=Scope.ZONE,
+                    zone=inst.zone,
+                    region=region,
+                    instance_type=it,
+                )
+            inst.stop_requested_at = None
+            inst.started_at = self.clock()
+            types = {t.name: t for t in INSTANCE_TYPES if t.cloud == inst.cloud}
+            if self.local_nodes is not None and inst.user_data:
+                self._boot_local(self.local_nodes, inst, types[it])
 
     def _stop_local(self, instance_id: str) -> None:
         """(Outside the lock: a node takes a moment to stop.)"""

@@ -118,6 +118,14 @@ class SimProvider:
         del region  # instance ids are unique across the simulated world
         self.world.terminate(self.account, instance_id)
 
+    def stop_node(self, region: str, instance_id: str) -> None:
+        del region
+        self.world.stop(self.account, instance_id)
+
+    def start_node(self, region: str, instance_id: str) -> None:
+        del region
+        self.world.start(self.account, instance_id)
+
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         out: list[Offering] = []
         with self.world.lock:

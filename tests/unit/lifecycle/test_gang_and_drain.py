@@ -47,7 +47,8 @@ def test_a_gang_is_never_ready_unless_every_node_is(nodes: list[N], current: N) 
 def test_drain_moves_exactly_the_nodes_still_serving_or_on_their_way(states: list[N]) -> None:
     nodes = [(f"n{i}", s) for i, s in enumerate(states)]
     moved = nodes_to_drain(reversed(nodes))
-    want = [i for i, s in nodes if s.is_live]  # pending, provisioning, running, ready
+    # pending, resuming, provisioning, running, ready, and a warm pool's stopping, stopped
+    want = [i for i, s in nodes if s.is_live or s in (N.STOPPING, N.STOPPED)]
     assert list(moved) == sorted(want)
     # Leaving or gone nodes are left as they are; nodes drained once are not drained again.
     drained = [(i, N.DRAINING if i in moved else s) for i, s in nodes]
