@@ -79,6 +79,24 @@ def _quiet(c: ControlPlaneClient, since: int, **kw: Any) -> None:
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_a_parked_warm_replica_is_neither_routed_to_nor_scraped(
+    client: ControlPlaneClient, svc: ControlPlaneService, store: Store
+) -> None:
+    """A warm-pool replica boots to ready before it is stopped (or waits ready): routers
+    must not send it traffic it would be stopped with, until it is resumed."""
+    _replica(store, "r1", "ready", "10.0.0.1")
+    _replica(store, "parked", "ready", "10.0.0.9")
+    with store.session() as s:
+        s.get_one(Replica, "parked").warm = True
+    listed = client.stub.ListEndpoints(pb.ListEndpointsRequest(model="llama-70b")).endpoints
+    assert _replicas(listed) == ["r1"]
+    assert [e.replica_id for e in svc.scrape_targets()] == ["r1"]
+    with store.session() as s:
+        s.get_one(Replica, "parked").warm = False  # resumed: it is the model's again
+    listed = client.stub.ListEndpoints(pb.ListEndpointsRequest(model="llama-70b")).endpoints
+    assert _replicas(listed) == ["parked", "r1"]
+
+
 def test_the_state_then_a_message_for_each_change(client: ControlPlaneClient, store: Store) -> None:
     _replica(store, "r1", "ready", "10.0.0.1")
     _replica(store, "r2", "running", "10.0.0.2")
