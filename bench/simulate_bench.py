@@ -60,6 +60,7 @@ FLEET_LLM = ROOT / "examples" / "fleet-llm.yaml"
 FLEET_8B = ROOT / "examples" / "fleet-8b.yaml"
 FULL_LOOP_RESULTS = ROOT / "bench" / "full_loop_results.json"
 FETCH_RESULTS = ROOT / "bench" / "fetch_results.json"
+COLDSTART_RESULTS = ROOT / "bench" / "coldstart_results.json"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -698,6 +699,7 @@ def render(
     out += render_floors(floors or [])
     out += full_loop_section(bound_of)
     out += fetch_section()
+    out += coldstart_section()
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -921,6 +923,15 @@ def fetch_section(path: Path = FETCH_RESULTS) -> list[str]:
     import fetch_bench  # (imports this module's page: not at the top)
 
     return fetch_bench.render(json.loads(path.read_text()))
+
+
+def coldstart_section(path: Path = COLDSTART_RESULTS) -> list[str]:
+    """``bench/coldstart_bench.py``'s section, from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import coldstart_bench  # (imports this module's page: not at the top)
+
+    return coldstart_bench.render(json.loads(path.read_text()))
 
 
 def rewrite_page(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from autoscaler.baselines import REGISTRY, variants
 from autoscaler.types import TimedAutoscaler
 from controlplane.simulator.bisection import SWEEP_PROBES, bisect
-from controlplane.simulator.capacity import ColdStartCapacity
+from controlplane.simulator.capacity import Capacity, ColdStartCapacity
 from controlplane.simulator.engine import Engine, ModelRun, RunOutcome
 from controlplane.simulator.oracle import (
     HEADROOM_SWEEP,
@@ -144,10 +144,13 @@ class Simulation:
         auto: TimedAutoscaler,
         knob: float | None = None,
         progress: Callable[[float], None] | None = None,
+        capacity: Capacity | None = None,
     ) -> RunOutcome:
         """One replay under ``auto`` (any configuration of a registered decider), at a
         fraction ``knob`` of one replica's capacity (None: the fleet's target utilization).
-        The engine keeps as much metrics history as the decider's own window reads."""
+        The engine keeps as much metrics history as the decider's own window reads.
+        ``capacity``: where nodes come from (None: the fleet's phases, drawn per launch; the
+        cold-start techniques bench passes a ``techniques.TechniquesCapacity``)."""
         started = time.perf_counter()
         runs = self.runs
         if knob is not None:
@@ -158,7 +161,7 @@ class Simulation:
             self.end_s,
             auto,
             # The same draws for every decider: the k-th launch of a model takes the same time.
-            ColdStartCapacity(self._phases, draws=True),
+            ColdStartCapacity(self._phases, draws=True) if capacity is None else capacity,
             tick_s=auto.tick_s,
             metric_lag_s=auto.metric_lag_s,
             metric_push_s=auto.metric_push_s,
