@@ -100,6 +100,9 @@ class ImageTimings:
     retry_s: float = 3600.0
     grace_s: float = 3600.0  # an older image is kept this long after a newer one is ready
     max_age_s: float = 7 * 86400.0  # rebuilt after a week: driver and OS fixes
+    # An image tagged as gpucap's that no build row knows is deleted by gc only once it is
+    # this old: the cloud's listing may show a create before its row's image id is written.
+    orphan_grace_s: float = 3600.0
 
 
 @dataclass(frozen=True)

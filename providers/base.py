@@ -135,6 +135,10 @@ class Image:
     name: str
     region: str
     state: str  # "pending" | "available" | "failed"
+    # What the cloud says about it (list and describe fill them): its tags (GCP: labels,
+    # as ``providers.gcp.tags.labels_for`` wrote them) and when it was made (epoch s).
+    tags: Mapping[str, str] = field(default_factory=dict)
+    created_at: float | None = None
 
 
 @runtime_checkable

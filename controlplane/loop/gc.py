@@ -1,20 +1,35 @@
 """The gc job: terminate instances that carry our tags but no live intent in the store (the
-remains of a crash between a create and its bookkeeping, or of a lost database), release
-the placement objects of gangs that are gone, and drop expired entries of the
-unavailable-offerings cache."""
+remains of a crash between a create and its bookkeeping, or of a lost database), delete
+baked images that carry our tags but no build row (a build whose row was lost, a customer
+the store no longer has), release the placement objects of gangs that are gone, and drop
+expired entries of the unavailable-offerings cache.
+
+Safety: only accounts the store holds (gpucap manages) are swept, only what carries
+``gpucap-managed`` is touched, and in a customer's own account only what carries that
+customer's tag (gpucap's shared accounts are gpucap's alone: a forgotten customer's images
+there go too). An image goes only once it is older than ``ImageTimings.orphan_grace_s``,
+and never when the cloud does not say when it was made."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 
 from sqlalchemy import delete, func, select
 
 from controlplane.loop.context import LoopContext
 from controlplane.loop.images import builder_ids
 from controlplane.store.events import record_event
-from controlplane.store.models import Account, Node, Pool, Replica, UnavailableOffering
-from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_MANAGED, CloudNode
+from controlplane.store.models import (
+    Account,
+    MachineImage,
+    Node,
+    Pool,
+    Replica,
+    UnavailableOffering,
+)
+from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_INTENT, TAG_MANAGED, CloudNode, Image
 from providers.errors import InUse, ProviderError
 from schema.types import NodeState
 
@@ -22,6 +37,21 @@ from schema.types import NodeState
 def orphans(found: Sequence[CloudNode], known: Mapping[str, str]) -> list[CloudNode]:
     """The instances found whose intent has no record, or a terminal one (pure)."""
     return [c for c in found if (st := known.get(c.intent_id)) is None or NodeState(st).is_terminal]
+
+
+def orphan_images(
+    found: Sequence[Image], builds: Mapping[str, str], now: float, grace_s: float
+) -> list[Image]:
+    """The images found that no live build row knows (by the intent they carry, or by
+    image id; ``builds`` maps both to the row's state), older than the grace (pure)."""
+    out = []
+    for img in found:
+        if img.created_at is None or now - img.created_at < grace_s:
+            continue
+        states = [builds.get(k) for k in (img.tags.get(TAG_INTENT, ""), img.image_id)]
+        if all(st is None or st == "deleted" for st in states):
+            out.append(img)
+    return out
 
 
 # Gangs (replicas of more than one node) that ended and still hold a placement object.
@@ -100,20 +130,80 @@ def collect_garbage(ctx: LoopContext) -> int:
                 for bid, needed in builder_ids(s, ids).items():  # image builders
                     known[bid] = (NodeState.RUNNING if needed else NodeState.TERMINATED).value
             for c in orphans(found, known):
-                try:
-                    provider.terminate_node(region, c.instance_id)
-                except ProviderError as err:
-                    errors.labels(acct.cloud, acct.name, err.kind).inc()
-                    continue  # found again on the next sweep
-                reaped += 1
-                with ctx.store.session() as s:
-                    record_event(
-                        s,
-                        ctx.now_dt(),
-                        "node.orphan_terminated",
-                        f"{c.instance_id} ({c.instance_type}, {region}) carried intent "
-                        f"{c.intent_id} with no live record",
-                        customer=customer,
-                        severity="warning",
-                    )
+                reaped += _reap(
+                    ctx,
+                    acct,
+                    partial(provider.terminate_node, region, c.instance_id),
+                    "node.orphan_terminated",
+                    f"{c.instance_id} ({c.instance_type}, {region}) carried intent "
+                    f"{c.intent_id} with no live record",
+                    customer,
+                )
     return reaped
+
+
+def collect_orphan_images(ctx: LoopContext) -> int:
+    """Deletes the baked images no build row knows (see the module's safety rules), one
+    ``image.orphan_deleted`` event each; returns how many were deleted."""
+    with ctx.store.session() as s:
+        sweeps: dict[tuple[str, str, str], tuple[Account, dict[str, str]]] = {}
+        for a in s.scalars(select(Account).order_by(Account.id)):
+            tags = {TAG_MANAGED: MANAGED_VALUE}
+            if a.owner != "shared":  # (a customer's own account: only its images)
+                tags[TAG_CUSTOMER] = a.customer
+            where = a.owner if a.owner == "shared" else a.customer
+            for region in (a.regions or {}).get("regions", []):
+                sweeps.setdefault((a.cloud, f"{where}/{a.name}", region), (a, tags))
+            s.expunge(a)
+    errors = ctx.telemetry.provider_errors
+    grace_s, deleted = ctx.tuning.images.orphan_grace_s, 0
+    for (_, _, region), (acct, tags) in sorted(sweeps.items()):
+        try:
+            provider = ctx.providers.provider(acct.customer, acct)
+            found = provider.list_images(region, tags)
+        except ProviderError as err:
+            errors.labels(acct.cloud, acct.name, err.kind).inc()
+            continue
+        if not found:
+            continue
+        with ctx.store.session() as s:
+            ids = [i.image_id for i in found]
+            intents = [i.tags.get(TAG_INTENT, "") for i in found]
+            rows = s.execute(
+                select(MachineImage.id, MachineImage.image_id, MachineImage.state).where(
+                    MachineImage.id.in_(intents) | MachineImage.image_id.in_(ids)
+                )
+            ).all()
+        builds = {k: st for bid, iid, st in rows for k in (bid, iid) if k}
+        for img in orphan_images(found, builds, ctx.now(), grace_s):
+            deleted += _reap(
+                ctx,
+                acct,
+                partial(provider.delete_image, region, img.image_id),
+                "image.orphan_deleted",
+                f"image {img.image_id} ({img.name}, {region}, account {acct.name}) carried "
+                f"gpucap's tags (customer {img.tags.get(TAG_CUSTOMER, '?')}, build "
+                f"{img.tags.get(TAG_INTENT, '?')}) with no build record",
+                img.tags.get(TAG_CUSTOMER),
+            )
+    return deleted
+
+
+def _reap(
+    ctx: LoopContext,
+    acct: Account,
+    remove: Callable[[], None],
+    kind: str,
+    message: str,
+    customer: str | None,
+) -> bool:
+    """One orphan removed, with its event; a provider error is counted and the orphan is
+    found again on the next sweep."""
+    try:
+        remove()
+    except ProviderError as err:
+        ctx.telemetry.provider_errors.labels(acct.cloud, acct.name, err.kind).inc()
+        return False
+    with ctx.store.session() as s:
+        record_event(s, ctx.now_dt(), kind, message, customer=customer, severity="warning")
+    return True

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from controlplane.loop.collect import collect
 from controlplane.loop.context import LoopContext
 from controlplane.loop.decide import decide
-from controlplane.loop.gc import collect_garbage, release_placement_groups
+from controlplane.loop.gc import collect_garbage, collect_orphan_images, release_placement_groups
 from controlplane.loop.images import Baker
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
@@ -52,8 +52,10 @@ class ControlLoop:
         self._node_gauges()
 
     def collect_garbage(self) -> int:
-        """Orphaned instances terminated (and gangs' placement objects released)."""
+        """Orphaned instances terminated (and orphaned images deleted, gangs' placement
+        objects released)."""
         release_placement_groups(self.ctx)
+        collect_orphan_images(self.ctx)
         return collect_garbage(self.ctx)
 
     def stage_weights(self) -> None:

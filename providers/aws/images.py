@@ -11,6 +11,7 @@ create first looks its name up, so a retry after a lost answer returns the first
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from providers.aws.errors import from_botocore
@@ -81,11 +82,14 @@ def _own_images(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def _to_image(raw: Mapping[str, Any], region: str) -> Image:
+    created = raw.get("CreationDate")
     return Image(
         image_id=str(raw["ImageId"]),
         name=str(raw.get("Name", "")),
         region=region,
         state=_STATE.get(str(raw.get("State")), "failed"),
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", []) or []},
+        created_at=datetime.fromisoformat(str(created)).timestamp() if created else None,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
@@ -34,6 +35,18 @@ def storage_location(region: str) -> str:
     """The multi-region an image's bytes should live in for a region's nodes."""
     return (
         region.split("-", 1)[0] if region.split("-", 1)[0] in ("us", "europe", "asia") else region
+    )
+
+
+def _to_image(img: Any, region: str) -> Image:
+    created = img.creation_timestamp
+    return Image(
+        image_id=img.name,
+        name=img.name,
+        region=region,
+        state=_STATE.get(img.status, "pending"),
+        tags=dict(img.labels),
+        created_at=datetime.fromisoformat(created).timestamp() if created else None,
     )
 
 
@@ -132,20 +145,20 @@ class GcpImages:
             raise
         if img.status == "DELETING":
             return None  # on its way out: as good as gone for anyone launching from it
-        return Image(
-            image_id=img.name,
-            name=img.name,
-            region=region,
-            state=_STATE.get(img.status, "pending"),
-        )
+        return _to_image(img, region)
 
     def list(self, region: str, tags: Mapping[str, str]) -> list[Image]:
         """The project's images carrying every tag (as labels, filtered server side)."""
+        from google.cloud import compute_v1
+
         where = gerr.Where(region)
         try:
+            # (``filter`` is a field of the request: the client's flattened arguments are
+            # only ``project``)
             pager = self._client.list(
-                project=self.session.project,
-                filter=label_filter(tags) if tags else "",
+                request=compute_v1.ListImagesRequest(
+                    project=self.session.project, filter=label_filter(tags) if tags else ""
+                ),
                 retry=None,
                 timeout=CALL_TIMEOUT_S,
             )
@@ -153,7 +166,7 @@ class GcpImages:
             want = labels_for(tags).items()
             for img in pager:
                 if img.status != "DELETING" and want <= dict(img.labels).items():
-                    out.append(Image(img.name, img.name, region, _STATE.get(img.status, "pending")))
+                    out.append(_to_image(img, region))
         except Exception as exc:
             raise gerr.from_exception(exc, where) from exc
         return sorted(out, key=lambda i: i.image_id)

@@ -9,6 +9,7 @@ everywhere, the strategy is explicit and retries are ours.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from providers.base import MANAGED_VALUE, TAG_MANAGED, Image
 from providers.errors import NotFound
@@ -25,12 +26,15 @@ _STATE = {
 }
 
 
-def _to_image(img: object, region: str) -> Image:
+def _to_image(img: Any, region: str) -> Image:
+    created = img.time_created
     return Image(
-        image_id=str(img.id),  # type: ignore[attr-defined]
-        name=str(img.display_name),  # type: ignore[attr-defined]
+        image_id=str(img.id),
+        name=str(img.display_name),
         region=region,
-        state=_STATE.get(img.lifecycle_state, "pending"),  # type: ignore[attr-defined]
+        state=_STATE.get(img.lifecycle_state, "pending"),
+        tags=dict(img.freeform_tags or {}),
+        created_at=created.timestamp() if created is not None else None,
     )
 
 

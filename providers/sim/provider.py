@@ -25,7 +25,7 @@ from providers.base import (
 )
 from providers.errors import InvalidRequest, NotFound
 from providers.retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
-from providers.sim.cloud import SimCloud, SimInstance, zones_of
+from providers.sim.cloud import SimCloud, SimImage, SimInstance, zones_of
 from schema.catalog import INSTANCE_TYPES, REGIONS
 from schema.types import Cloud
 
@@ -171,18 +171,18 @@ class SimProvider:
                 tags={**(tags or {}), TAG_MANAGED: MANAGED_VALUE},
                 source_instance_id=source_instance_id,
             )
-            return Image(img.image_id, img.name, img.region, "available")
+            return _image(img)
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
         img = self.world.images.get(image_id)
         if img is None or img.region != region:
             return None
-        return Image(img.image_id, img.name, img.region, "available")
+        return _image(img)
 
     def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
         with self.world.lock:
             return [
-                Image(i.image_id, i.name, i.region, "available")
+                _image(i)
                 for i in sorted(self.world.images.values(), key=lambda i: i.image_id)
                 if (i.account, i.region) == (self.account, region)
                 and all(i.tags.get(k) == v for k, v in tags.items())
@@ -253,3 +253,7 @@ def _private_ip(inst: SimInstance) -> str:
     """A stable made-up address per instance (10.0.x.y)."""
     n = int(inst.instance_id[-6:])
     return f"10.0.{n // 250}.{n % 250}"
+
+
+def _image(img: SimImage) -> Image:
+    return Image(img.image_id, img.name, img.region, "available", dict(img.tags), img.created_at)

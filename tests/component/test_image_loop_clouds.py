@@ -8,6 +8,7 @@ it does not hold), and after a rebuild the superseded image is deleted."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -194,6 +195,9 @@ def test_a_build_is_used_by_the_next_node_and_a_rebuild_deletes_the_old_image(
     assert first.builder_instance_id is not None
     gone = provider.describe_node(first.region, first.builder_instance_id)
     assert gone is None or gone.status == InstanceStatus.TERMINATED
+    seen = provider.describe_image(first.region, first.image_id)
+    assert seen is not None and seen.tags.get(TAG_INTENT) == first.id  # (what gc reads)
+    assert seen.created_at is not None and abs(seen.created_at - time.time()) < 60
 
     # The next node of the model boots from the baked image.
     # (an intent id of its own: the OCI fake lives for the session, and create is

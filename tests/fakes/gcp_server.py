@@ -209,7 +209,9 @@ def _not_found(what: str) -> HttpError:
 
 
 def _now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-07:00"
+    """Now as GCE writes it: Pacific time with its offset."""
+    pacific = dt.datetime.now(dt.timezone(dt.timedelta(hours=-7)))
+    return pacific.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-07:00"
 
 
 class _DropConnection(Exception):
