@@ -31,6 +31,7 @@ from rich.table import Table
 from controlplane.simulator.engine import RunOutcome, knob_label
 from controlplane.simulator.runner import ORACLE, Simulation, autoscaler_names
 from controlplane.simulator.setup import SetupError, warmup_bound_s
+from controlplane.simulator.techniques import parse_techniques
 from controlplane.simulator.traces import TraceError, TraceOptions, TraceSpec, read_trace
 from schema.fleet import Fleet, FleetError, load_fleet_file
 
@@ -148,6 +149,19 @@ def simulate(
             "--policy", help="With --full-loop: a policy file as the fleet (its models and pools)."
         ),
     ] = None,
+    techniques: Annotated[
+        str | None,
+        typer.Option(
+            "--techniques",
+            help=(
+                "Cold-start techniques of every model's pool: naive, or a comma list of "
+                "staged (weights in the region), baked (image), warm=N (stopped nodes), "
+                "local (weights on the node's disk). Launches are drawn from "
+                "controlplane/simulator/techniques.py's phases instead of the fleet's; the "
+                "oracle is left out; --json adds each run's storage and idle costs."
+            ),
+        ),
+    ] = None,
 ) -> None:
     try:
         names = autoscaler_names(autoscaler)
@@ -159,6 +173,17 @@ def simulate(
         raise _bad_input(f"--slo-target must be in (0, 1], got {slo_target:g}")
     if start is not None and end is not None and end <= start:
         raise _bad_input("--end must be after --start")
+    chosen = None
+    if techniques is not None:
+        try:
+            chosen = parse_techniques(techniques)
+        except ValueError as exc:
+            raise _bad_input(f"--techniques: {exc}") from None
+        if full_loop:
+            raise _bad_input("--techniques goes with the engine (no --full-loop)")
+        if ORACLE in names and autoscaler.strip() != "all":
+            raise _bad_input("--techniques: the oracle plans on the fleet's phases; leave it out")
+        names = [n for n in names if n != ORACLE]
     if (clouds or policy) and not full_loop:
         raise _bad_input("--clouds and --policy go with --full-loop")
     if fleet is None and policy is None:
@@ -186,20 +211,28 @@ def simulate(
     )
     try:
         loaded = read_trace([TraceSpec.parse(t) for t in trace], options)
-        sim = Simulation(fleet_model, loaded, warmup_s=warmup)
+        sim = Simulation(fleet_model, loaded, warmup_s=warmup, techniques=chosen)
     except (TraceError, SetupError) as exc:
         raise _bad_input(str(exc)) from None
 
     shown, tried, missed = _run_all(sim, names, slo_target, quiet=json_out)
     if json_out:
-        payload = {
+        results = [_result(name, shown.get(name)) for name in names]
+        payload: dict[str, Any] = {
             "trace": loaded.label,
             "requests": loaded.requests,
-            "results": [_result(name, shown.get(name)) for name in names],
+            "results": results,
         }
+        if chosen is not None:
+            payload["techniques"] = chosen.label()
+            for row, name in zip(results, names, strict=True):
+                run = shown.get(name)
+                row["techniques"] = sim.technique_costs(run) if run is not None else None
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         _print_table(sim, names, shown, missed, slo_target)
+        if chosen is not None:
+            _print_technique_costs(sim, chosen.label(), names, shown)
     if report is not None:
         from controlplane.simulator.report import write_report
 
@@ -215,6 +248,27 @@ def simulate(
         except OSError as exc:  # (a disk that filled up during the replays)
             raise _bad_input(f"--report: cannot write to {report}: {exc.strerror or exc}") from None
         Console(stderr=True).print(f"report: {page}", highlight=False)
+
+
+def _print_technique_costs(
+    sim: Simulation, label: str, names: list[str], shown: dict[str, RunOutcome]
+) -> None:
+    """One line per reported run: what the pools' techniques cost in it."""
+    console = Console()
+    for name in names:
+        run = shown.get(name)
+        costs = sim.technique_costs(run) if run is not None else None
+        if not costs:
+            continue
+        storage = sum(v for c in costs.values() for k, v in c.items() if k.endswith("_usd"))
+        idle = sum(c["idle_node_hours"] for c in costs.values())
+        warm = sum(int(c["warm_launches"]) for c in costs.values())
+        cold = sum(int(c["cold_launches"]) for c in costs.values())
+        console.print(
+            f"{name}, techniques {label}: storage ${storage:.2f}, warm-pool refills "
+            f"{idle:.2f} node-hours; launches {warm} warm, {cold} cold",
+            highlight=False,
+        )
 
 
 def _unwritable(folder: Path) -> str | None:

@@ -27,6 +27,7 @@ from controlplane.simulator.oracle import (
     zero_wait_concurrency,
 )
 from controlplane.simulator.setup import auto_warmup_s, build_runs
+from controlplane.simulator.techniques import Techniques, TechniquesCapacity, profile_for
 from controlplane.simulator.traces import Trace
 from schema.fleet import Fleet
 
@@ -61,7 +62,17 @@ class SweepResult:
 class Simulation:
     """One fleet + one trace, ready to replay under any autoscaler and knob."""
 
-    def __init__(self, fleet: Fleet, trace: Trace, warmup_s: float | None = None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        trace: Trace,
+        warmup_s: float | None = None,
+        techniques: Techniques | None = None,
+    ) -> None:
+        """``techniques``: every model's pool has these cold-start techniques
+        (``techniques.TechniquesCapacity`` in every decider's replay; the oracle, which plans
+        on the fleet's phases, refuses them); their costs per replay in
+        :meth:`technique_costs`."""
         self.fleet = fleet
         self.trace = trace
         self.warmup_s = auto_warmup_s(fleet, trace) if warmup_s is None else warmup_s
@@ -70,6 +81,24 @@ class Simulation:
         self._phases = {r.name: fleet.coldstart_for(_spec(fleet, r.name)) for r in self.runs}
         self.cold_start_s = {name: capacity.expected_cold_start_s(name) for name in self._phases}
         self._concurrency: dict[str, Series] | None = None
+        self.techniques = techniques
+        self._technique_costs: dict[int, dict[str, dict[str, float]]] = {}
+
+    def technique_costs(self, run: RunOutcome) -> dict[str, dict[str, float]] | None:
+        """Per model, the techniques' storage and idle costs in ``run`` (None: no
+        techniques)."""
+        return self._technique_costs.get(id(run))
+
+    def _techniques_capacity(self) -> TechniquesCapacity:
+        assert self.techniques is not None
+        pools = {}
+        for r in self.runs:
+            spec = _spec(self.fleet, r.name)
+            shape = spec.gpu_shape
+            size = spec.weights.size_gb if spec.weights is not None else None
+            profile = profile_for(r.name, shape.gpus, shape.gpu, size)
+            pools[r.name] = (profile, self.techniques)
+        return TechniquesCapacity(pools, measure_from_s=self.warmup_s)
 
     @property
     def requests(self) -> int:
@@ -106,6 +135,8 @@ class Simulation:
         """One replay. ``knob``: the oracle's headroom (one, or one per model), or for the
         others a fraction of one replica's capacity given to their knob (None: the fleet's
         target utilization)."""
+        if name == ORACLE and self.techniques is not None:
+            raise ValueError("oracle: it plans on the fleet's phases, not on techniques")
         if name != ORACLE:
             if isinstance(knob, Mapping):
                 raise ValueError(f"{name}: one knob for every model (per model: oracle only)")
@@ -155,6 +186,9 @@ class Simulation:
         runs = self.runs
         if knob is not None:
             runs = [_with_knob(auto, r, knob) for r in runs]
+        own = capacity is None and self.techniques is not None
+        if own:
+            capacity = self._techniques_capacity()
         scrape = self.fleet.scrape_interval_s
         engine = Engine(
             runs,
@@ -176,7 +210,10 @@ class Simulation:
             name=auto.name,
             measure_from_s=self.warmup_s,
         )
-        return _timed(engine, progress, started)
+        out = _timed(engine, progress, started)
+        if own and isinstance(capacity, TechniquesCapacity):
+            self._technique_costs[id(out)] = capacity.costs(self.end_s)
+        return out
 
     def sweep(
         self,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -183,6 +183,20 @@ PROFILE_671B = ModelProfile(
 PROFILES = (PROFILE_8B, PROFILE_70B, PROFILE_671B)
 
 
+def profile_for(name: str, gpus: int, gpu: str, weights_gb: float | None = None) -> ModelProfile:
+    """A fleet model's profile: by its node, one GPU the 8B's, H200 nodes the 671B's, other
+    multi-GPU nodes the 70B's (the sizes the example fleets' comments give), with the
+    model's own ``weights.size_gb`` where its section has one."""
+    base = PROFILE_8B if gpus == 1 else PROFILE_671B if gpu.upper() == "H200" else PROFILE_70B
+    return ModelProfile(
+        f"{name} ({base.name})",
+        base.weights_gb if weights_gb is None else weights_gb,
+        gpus,
+        base.init,
+        base.cloud,
+    )
+
+
 @dataclass(frozen=True)
 class Techniques:
     """A pool's cold-start settings. ``staged_weights``: a copy in the region's object store
@@ -209,6 +223,30 @@ class Techniques:
             if on
         ]
         return "+".join(parts) or "naive"
+
+
+def parse_techniques(text: str) -> Techniques:
+    """``naive``, or a comma list of ``staged``, ``baked``, ``warm=N`` and ``local``
+    (``gpucap simulate --techniques``); ValueError names what is wrong."""
+    out = Techniques()
+    for part in (p.strip() for p in text.split(",")):
+        key, _, value = part.partition("=")
+        if key == "naive" and not value:
+            continue
+        if key in ("staged", "baked", "local") and not value:
+            field_name = {
+                "staged": "staged_weights",
+                "baked": "baked_image",
+                "local": "weights_local",
+            }
+            out = replace(out, **{field_name[key]: True})
+        elif key == "warm" and value.isdigit():
+            out = replace(out, warm_nodes=int(value))
+        else:
+            raise ValueError(
+                f"{part!r}: expected naive, or staged, baked, warm=N, local (comma-separated)"
+            )
+    return out
 
 
 def draw(

@@ -4,16 +4,24 @@ techniques, and the page's targets computed from saved rows."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from autoscaler.baselines import REGISTRY
+from controlplane.cli.main import app
 from controlplane.simulator.runner import Simulation
-from controlplane.simulator.techniques import PROFILE_8B, Techniques, TechniquesCapacity
+from controlplane.simulator.techniques import (
+    PROFILE_8B,
+    Techniques,
+    TechniquesCapacity,
+    parse_techniques,
+)
 from controlplane.simulator.traces import TraceSpec, read_trace
 from schema.fleet import parse_fleet
 
@@ -94,3 +102,42 @@ def test_targets_from_saved_rows(coldstart_bench: ModuleType) -> None:
         "gpu_usd_saved": 30.0,
         "storage_idle_usd": 10.0,
     }
+
+
+def test_parse_techniques() -> None:
+    assert parse_techniques("naive") == Techniques()
+    assert parse_techniques("staged, baked,warm=3,local") == Techniques(True, True, 3, True)
+    for bad in ("warm", "warm=-1", "fast", "staged=1", ""):
+        with pytest.raises(ValueError):
+            parse_techniques(bad)
+
+
+def test_a_simulation_with_techniques_counts_their_costs(tmp_path: Path) -> None:
+    base = _simulation(tmp_path)
+    sim = Simulation(base.fleet, base.trace, techniques=Techniques(baked_image=True, warm_nodes=2))
+    out = sim.run("ours")
+    costs = sim.technique_costs(out)
+    assert costs is not None and costs["bursty"]["warm_launches"] > 0
+    assert costs["bursty"]["image_usd"] > 0
+    assert base.technique_costs(base.run("ours")) is None
+    with pytest.raises(ValueError):
+        sim.run("oracle")
+
+
+def test_gpucap_simulate_techniques(tmp_path: Path) -> None:
+    _simulation(tmp_path)  # writes the trace
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    args = ["simulate", "--trace", str(tmp_path / "bursts.csv"), "--fleet", str(fleet)]
+    ok = CliRunner().invoke(app, [*args, "--techniques", "warm=2,local", "--json"])
+    assert ok.exit_code == 0, ok.output
+    payload = json.loads(ok.stdout)
+    assert payload["techniques"] == "warm=2+local"
+    names = [r["autoscaler"] for r in payload["results"]]
+    assert "oracle" not in names and "ours" in names
+    ours = next(r for r in payload["results"] if r["autoscaler"] == "ours")
+    assert ours["techniques"]["bursty"]["warm_launches"] > 0
+    bad = CliRunner().invoke(app, [*args, "--techniques", "fast"])
+    assert bad.exit_code == 2
+    oracle = CliRunner().invoke(app, [*args, "--autoscaler", "oracle", "--techniques", "baked"])
+    assert oracle.exit_code == 2
