@@ -161,7 +161,13 @@ def _commit() -> str:
     out = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     )
-    measured = ["controlplane/simulator", "coldstart", "bench/coldstart_bench.py"]
+    measured = [  # what the replays and draws run that others may be changing
+        "controlplane/simulator",
+        "coldstart/model.py",
+        "coldstart/defaults.py",
+        "autoscaler",
+        "bench/coldstart_bench.py",
+    ]
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *measured], cwd=ROOT)
     return (out.stdout.strip() or "unknown") + ("+changes" if dirty.returncode else "")
 
