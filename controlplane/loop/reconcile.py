@@ -497,6 +497,10 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         leader = s.get(Node, n.leader) if n.leader != n.id else None
         if leader is not None and not (leader.private_ip and leader.zone):
             return  # (not an attempt: the next pass looks again)
+        # The first attempt chooses what the node launches with; retries send the same.
+        if row.attempts == 0:
+            row.launch_image = _baked_image(ctx, s, row)
+            row.launch_weights_uri = _staged_weights(s, row, ctx.now_dt())
         # Count the attempt before calling, so a crash mid-call still backs off and is seen.
         row.attempts += 1
         row.last_attempt_at = ctx.now_dt()
@@ -506,7 +510,7 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         gang = row.replica_id if len(row.replica.nodes) > 1 else None
         address = leader.private_ip if leader is not None else None
         user_data = _user_data(ctx.boot, s, row, address, ctx.now_dt()) if ctx.boot else ""
-        image = _baked_image(ctx, s, row)
+        image = row.launch_image
     provider = _provider(ctx, n, accounts)
     request = NodeRequest(
         intent_id=n.id,
@@ -553,6 +557,15 @@ def _baked_image(ctx: LoopContext, s: Session, row: Node) -> str | None:
     return image_for(s, row.customer, row.account, row.region, runtime_image(spec))
 
 
+def _staged_weights(s: Session, row: Node, now: datetime) -> str | None:
+    """The ready staged copy of the node's weights in its own site (``loop/staging.py``);
+    None: the origin."""
+    model = s.get(Model, row.replica.model_id)
+    if model is None:
+        return None
+    return staged_copy(s, model.customer, model.name, row.account, row.region, now)
+
+
 def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now: datetime) -> str:
     """The node's rendered user data (``bootstrap.render``), its boot token recorded (as a
     digest, before the call, like the intent). The token is derived from the node's id, so
@@ -568,7 +581,6 @@ def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now:
     row.token_sha256 = digest(secret)
     row.token_expires_at = now + timedelta(seconds=TOKEN_TTL_S)
     spec = ModelSpec.model_validate(model.spec)
-    staged = staged_copy(s, model.customer, model.name, pool.account, pool.region, now)
     boots = node_boot(
         model.customer,
         spec,
@@ -578,7 +590,7 @@ def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now:
         leader=leader,
         report_url=boot.report_url,
         token=secret,
-        staged_uri=staged,
+        staged_uri=row.launch_weights_uri,
     )
     return render(boots)
 

@@ -236,6 +236,11 @@ class Node(Base):
     token_expires_at: Mapped[datetime | None]
     # Consecutive failed probes of its engine (``lifecycle.health``; reset when one answers).
     probe_failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    # What its first create attempt launched it with (part of the intent): every retry
+    # sends the same, since a cloud refuses one idempotency token with other parameters
+    # and a lost answer may have launched it already. Null: the base image / the origin.
+    launch_image: Mapped[str | None] = mapped_column(String(255))
+    launch_weights_uri: Mapped[str | None] = mapped_column(String(1024))
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 

@@ -245,10 +245,19 @@ class SimCloud:
         with self._lock:
             self.create_calls += 1
             crash = self._take_fault(cloud, account, zone, region, instance_type)
-            # Idempotency token: the same token returns the same instance (AWS ClientToken).
+            # Idempotency token: the same token returns the same instance (AWS ClientToken);
+            # the same token with other parameters is refused, as EC2 refuses it
+            # (IdempotentParameterMismatch) and OCI its opc-retry-token.
             known = self._tokens.get((account, intent_id))
             if known is not None:
-                return self.instances[known], False
+                inst = self.instances[known]
+                if (inst.image, inst.user_data) != (image, user_data):
+                    raise InvalidRequest(
+                        f"token {intent_id} was used with other parameters",
+                        code="IdempotentParameterMismatch",
+                        region=region,
+                    )
+                return inst, False
             types = {t.name: t for t in INSTANCE_TYPES if t.cloud == cloud}
             if instance_type not in types:
                 raise InvalidRequest(

@@ -152,6 +152,8 @@ def _graph(since_0003: bool = True) -> list[Base]:
             terminating_at=_at(45),
             terminated_at=_at(46),
             failed_at=_at(47),
+            launch_image="ami-0123456789abcdef0",
+            launch_weights_uri="s3://acme-weights-us-east-1/llama-70b/",
         ),
         DecisionRecord(
             id=31,
