@@ -81,6 +81,11 @@ def estimate(
         for name in PHASES[:3]:
             found.pop(name, None)
         launches, elsewhere = (), ()
+    elif staging.baked_image:
+        # A baked image's boot has its driver and runtime set up and the engine's image
+        # pulled: what was learned of those phases here is (mostly) base-image boots'.
+        for name in ("bootstrap", "image"):
+            found.pop(name, None)
     bandwidth = learned.fetch_gib_per_s.get(pool.id)
     engine = learned.engine_s.get(model)
     phases = []

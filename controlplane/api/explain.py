@@ -68,6 +68,7 @@ class Explain:
                 p.id,
                 p.cloud,
                 p.gpu_shape,
+                baked=snap.baked_for(m, p),
             )
             blocked = p.blocked_until if p.blocked_until and p.blocked_until > now else None
             out.append(PoolEstimateView(p, est, blocked, snap.nodes_in_use[p.id]))

@@ -5,7 +5,7 @@ boots reported there over the defaults of its cloud and node size (``coldstart.e
 from __future__ import annotations
 
 from coldstart import ColdStartModel, Learned, expected_ready_from
-from coldstart.estimate import NOTHING_STAGED, Estimate, PoolOf, estimate
+from coldstart.estimate import Estimate, PoolOf, estimate
 from coldstart.model import Staging
 from controlplane.loop.context import LoopContext
 from schema.catalog import parse_gpu_shape
@@ -48,9 +48,12 @@ def pool_estimate(
     gpu_shape: str,
     *,
     warm: bool = False,
+    baked: bool = False,
 ) -> Estimate:
     """A new replica of the model in one pool, phase by phase (the loop and the API's
-    ``explain`` share it); ``warm``: resumed from a warm node waiting there."""
+    ``explain`` share it); ``warm``: resumed from a warm node waiting there; ``baked``: a
+    created node boots a ready baked image of its key (``Snapshot.baked_for``), which has
+    the driver and container runtime set up and the engine's image pulled."""
     pool = PoolOf(pool_id, cloud, parse_gpu_shape(gpu_shape).gpus)
     here = [t for q, t in observed if q == pool_id]
     elsewhere = [t for q, t in observed if q != pool_id]
@@ -61,7 +64,7 @@ def pool_estimate(
         learned,
         here,
         elsewhere,
-        staging=Staging(warm_node=True) if warm else NOTHING_STAGED,
+        staging=Staging(warm_node=warm, baked_image=baked, image_prepulled=baked),
         coldstart=coldstart,
         scale=scale,
     )

@@ -177,12 +177,24 @@ def _pool_s(
     seen: list[tuple[str, float]],
     p: PoolFacts,
     warm: bool = False,
+    baked: bool = False,
 ) -> float:
     """The model's expected cold start in pool ``p`` (``coldstart.estimate``); ``warm``:
-    a warm replica waits there, so the next launch there is a resume."""
+    a warm replica waits there, so the next launch there is a resume; ``baked``: a new
+    node there boots a ready baked image."""
     scale = ctx.tuning.cold_start_scale
     est = pool_estimate(
-        ctx.coldstart, scale, learned, m.id, m.spec, seen, p.id, p.cloud, p.gpu_shape, warm=warm
+        ctx.coldstart,
+        scale,
+        learned,
+        m.id,
+        m.spec,
+        seen,
+        p.id,
+        p.cloud,
+        p.gpu_shape,
+        warm=warm,
+        baked=baked,
     )
     return est.seconds
 
@@ -221,7 +233,12 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
                 ModelView(m.customer, m.name, m.spec),
                 desired,
                 views,
-                {p.id: _pool_s(ctx, snap.learned, m, seen, p, p.id in waiting) for p in pools},
+                {
+                    p.id: _pool_s(
+                        ctx, snap.learned, m, seen, p, p.id in waiting, snap.baked_for(m, p)
+                    )
+                    for p in pools
+                },
             )
         )
     if not demands:

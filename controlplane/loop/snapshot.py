@@ -15,8 +15,10 @@ from coldstart.learned import CREATED, Boot, Learned, learn
 from coldstart.observed import Launch, times_to_ready
 from controlplane.availability import PoolKey, Unavailable, availability
 from controlplane.loop.context import SpecCache, epoch
+from controlplane.loop.images import runtime_image
 from controlplane.store.models import (
     Customer,
+    MachineImage,
     Model,
     Node,
     NodePhaseReport,
@@ -100,9 +102,16 @@ class Snapshot:
     nodes_in_use: Counter[str] = field(default_factory=Counter)  # live nodes by pool id
     overflow: dict[str, Overflow] = field(default_factory=dict)  # by customer
     learned: Learned = field(default_factory=Learned)  # phases from boot reports
+    # (customer, account, region, runtime image) with a ready baked image (with placement)
+    baked: frozenset[tuple[str, str, str, str]] = frozenset()
 
     def live(self, model_id: int) -> list[ReplicaFacts]:
         return [r for r in self.replicas.get(model_id, []) if r.live]
+
+    def baked_for(self, m: ModelFacts, p: PoolFacts) -> bool:
+        """Whether a new node of the model in the pool boots a baked image
+        (``controlplane.loop.images.image_for`` would find a ready one)."""
+        return (p.customer, p.account, p.region, runtime_image(m.spec)) in self.baked
 
     def retiring(self, model_id: int) -> list[ReplicaFacts]:
         """Replicas still serving while their replacements start (not draining yet)."""
@@ -121,6 +130,10 @@ class SnapshotReader:
         self._specs = specs or SpecCache()
         self._overflow: dict[str, tuple[str, Overflow]] = {}
         self._learned: tuple[int | None, Learned] = (None, Learned())
+        self._baked: tuple[tuple[int, int] | None, frozenset[tuple[str, str, str, str]]] = (
+            None,
+            frozenset(),
+        )
 
     def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
         return self._specs.spec(model_id, raw)
@@ -151,7 +164,19 @@ class SnapshotReader:
             snap.pools = _pools(s, now)
             snap.nodes_in_use = Counter(s.scalars(_LIVE_NODE_POOLS))
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
+            snap.baked = self._baked_from(s)
         return snap
+
+    def _baked_from(self, s: Session) -> frozenset[tuple[str, str, str, str]]:
+        """The keys with a ready baked image, read again only when a build row was added
+        or changed since (one aggregate query a tick otherwise: every change of a row bumps
+        its version)."""
+        count, versions = s.execute(_IMAGES_MARK).one()
+        mark = (int(count), int(versions))
+        if mark != self._baked[0]:
+            keys = frozenset((c, a, r, i) for c, a, r, i in s.execute(_READY_IMAGES))
+            self._baked = (mark, keys)
+        return self._baked[1]
 
     def _learned_from(self, s: Session, now: float, specs: dict[int, ModelSpec]) -> Learned:
         """The phases learned from boot reports, read again only when a node has reported
@@ -249,6 +274,17 @@ _OBSERVED = (
 )
 _MODELS = select(Model)
 _NEWEST_REPORT = select(func.max(NodePhaseReport.id))
+_IMAGES_MARK = select(func.count(MachineImage.id), func.coalesce(func.sum(MachineImage.version), 0))
+_READY_IMAGES = (
+    select(
+        MachineImage.customer,
+        MachineImage.account,
+        MachineImage.region,
+        MachineImage.runtime_image,
+    )
+    .where(MachineImage.state == "ready")
+    .distinct()
+)
 # Only boots that reached ready (their phase split is whole), the newest first; a node that
 # failed its boot says how long the failure took, not the phases. Bounded: what is learned
 # is a median of the few most recent per pool and per model.
