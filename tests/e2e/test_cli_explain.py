@@ -22,8 +22,14 @@ from tests.policy_texts import example_policy
 EAST = "acme/acme-aws/us-east-1/p5.48xlarge"
 # A node of llama-70b in EAST booted: 2 min to booted, 1 to the driver, 3 to the image, 1 to
 # the weights (141 GB), 2 to ready.
-REPORTED = (("booted", 2), ("driver_ok", 3), ("image_pulled", 6), ("weights_fetched", 7))
-REPORTED += (("engine_started", 8), ("ready", 9))
+REPORTED: tuple[tuple[str, int], ...] = (
+    ("booted", 2),
+    ("driver_ok", 3),
+    ("image_pulled", 6),
+    ("weights_fetched", 7),
+    ("engine_started", 8),
+    ("ready", 9),
+)
 
 
 def _booted_in_east(api: Daemon) -> None:
