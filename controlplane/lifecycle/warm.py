@@ -115,6 +115,14 @@ def decide(
     return Decision(tuple(resume), home if fill else None, fill, tuple(w.id for w in release))
 
 
+def covers(waiting: int, desired_create: int, desired_resume: int) -> bool:
+    """Whether ``waiting`` warm replicas let the autoscaler look ahead only a resume's
+    time: the plan over a create's horizon launches ``desired_create - desired_resume``
+    replicas early for growth a resume would also meet in time, as long as there is a
+    warm replica for each of them."""
+    return abs(desired_create - desired_resume) <= waiting
+
+
 def usd_per_hour(
     policy: WarmPool, nodes: int, node_usd_per_hour: float, block_usd_per_gb_month: float
 ) -> float:

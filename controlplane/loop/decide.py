@@ -4,6 +4,7 @@ changed decision is recorded with the inputs that replay it (``autoscaler.codec`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import structlog
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from autoscaler import codec
 from autoscaler.types import AutoscalerInput
 from controlplane.decider_code import decider_code
+from controlplane.lifecycle.warm import covers
 from controlplane.loop.coldstart import expected_s, warm_s
 from controlplane.loop.context import LoopContext
 from controlplane.loop.snapshot import ModelFacts, Snapshot, SnapshotReader
@@ -38,20 +40,31 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
                     [r for r in snap.replicas.get(m.id, []) if not r.warm], m.spec
                 ),
                 spec=scaling_spec(m.spec, ctx.tuning),
-                cold_start_s=_horizon_s(ctx, snap, m),
+                cold_start_s=expected_s(ctx, m.spec, snap.observed.get(m.id, [])),
             )
-            step = scale(ctx.autoscaler, inp, m.autoscaler_state, Overrides(m.pinned, m.paused))
+            inp, step = _step(ctx, snap, m, inp)
             _apply(ctx, s, m, inp, step, now_dt)
 
 
-def _horizon_s(ctx: LoopContext, snap: Snapshot, m: ModelFacts) -> float:
-    """The look-ahead: the next replica's expected time-to-ready, the shorter one of a
-    resume while a warm replica of the model waits (``controlplane/loop/warm.py``)."""
-    create = expected_s(ctx, m.spec, snap.observed.get(m.id, []))
+def _step(
+    ctx: LoopContext, snap: Snapshot, m: ModelFacts, inp: AutoscalerInput
+) -> tuple[AutoscalerInput, Step]:
+    """The step over a create's look-ahead, or over a resume's while warm replicas wait and
+    they cover what the longer look-ahead would launch early (``lifecycle.warm.covers``):
+    a pool of one warm node does not make a burst of five a resume away. The input the
+    step came from is what gets recorded, so a replay gives the same."""
+    overrides = Overrides(m.pinned, m.paused)
+    step = scale(ctx.autoscaler, inp, m.autoscaler_state, overrides)
     wp = m.spec.warm_pool
-    if wp is not None and any(parked(r, wp.mode) for r in warm_of(snap, m.id)):
-        return min(create, warm_s(ctx, m.spec))
-    return create
+    waiting = sum(1 for r in warm_of(snap, m.id) if parked(r, wp.mode)) if wp else 0
+    fast_s = warm_s(ctx, m.spec)
+    if not waiting or fast_s >= inp.cold_start_s:
+        return inp, step
+    fast = replace(inp, cold_start_s=fast_s)
+    fast_step = scale(ctx.autoscaler, fast, m.autoscaler_state, overrides)
+    if covers(waiting, step.decision.desired, fast_step.decision.desired):
+        return fast, fast_step
+    return inp, step
 
 
 def _apply(

@@ -99,3 +99,13 @@ def test_bad_warm_pool_names_file_line_and_field(
     [problem] = err.value.problems
     assert (problem.file, problem.field) == ("a.yaml", field)
     assert problem.line is not None and reason in problem.reason
+
+
+def test_warm_replicas_cover_a_short_look_ahead_only_for_as_many_as_wait() -> None:
+    from controlplane.lifecycle.warm import covers
+
+    # A create's look-ahead wants 6 where a resume's wants 4: two launched early.
+    assert covers(2, 6, 4) and covers(3, 6, 4)
+    # One warm node cannot stand in for two early launches: keep the create's horizon.
+    assert not covers(1, 6, 4)
+    assert covers(0, 5, 5)  # (the same plan either way)
