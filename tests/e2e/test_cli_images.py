@@ -33,15 +33,25 @@ models:
       image: vllm/vllm-openai:v2
     baked_image: {}
 """
-NOW = datetime.now(UTC)
 H2, M30 = timedelta(hours=2), timedelta(minutes=30)
 TIMED_OUT = "no image within 3600 s"
 
 
 def _build(
-    bid: str, account: str, cloud: str, region: str, image: str, state: str, v: int, **kw: Any
+    bid: str,
+    account: str,
+    cloud: str,
+    region: str,
+    image: str,
+    state: str,
+    v: int,
+    *,
+    now: datetime,
+    **kw: Any,
 ) -> MachineImage:
-    created = kw.pop("created_at", NOW - timedelta(hours=3))
+    """A build row, its times relative to ``now`` (the test's own, taken when it starts:
+    ages are checked against the listing's clock)."""
+    created = kw.pop("created_at", now - timedelta(hours=3))
     return MachineImage(
         id=bid,
         customer="acme",
@@ -61,23 +71,28 @@ def _build(
 
 def test_images_lists_each_build_with_its_use_and_filters(gpucap: Gpucap, api: Daemon) -> None:
     api.service.apply_policy(POLICY, "acme.yaml", "alice")
+    now = datetime.now(UTC)
+
+    def build(*args: Any, **kw: Any) -> MachineImage:
+        return _build(*args, now=now, **kw)
+
     east = ("acme-aws", "aws", "us-east-1")
     v2 = "vllm/vllm-openai:v2"
     baked: dict[str, Any] = {
-        "baked_at": NOW - timedelta(hours=2),
+        "baked_at": now - timedelta(hours=2),
         "source_digest": "vllm@sha256:" + "a" * 64,
     }
     with api.store.session() as s:
         s.add_all(
             [
                 # v1 and v2 of one key: v2 is what nodes boot from, v1 is superseded by it.
-                _build("b1", *east, v2, "ready", 1, image_id="ami-1", ready_at=NOW - H2, **baked),
-                _build("b2", *east, v2, "ready", 2, image_id="ami-2", ready_at=NOW - M30, **baked),
+                build("b1", *east, v2, "ready", 1, image_id="ami-1", ready_at=now - H2, **baked),
+                build("b2", *east, v2, "ready", 2, image_id="ami-2", ready_at=now - M30, **baked),
                 # The old runtime image's key (nobody wants it now): superseded by the new one.
-                _build("b0", *east, "vllm/vllm-openai:v1", "ready", 1, ready_at=NOW - H2 * 12),
-                _build("b3", "acme-aws", "aws", "us-west-2", v2, "failed", 1, error=TIMED_OUT),
-                _build("b4", "acme-gcp", "gcp", "us-central1", v2, "building", 1, created_at=NOW),
-                _build("bx", *east, "vllm/vllm-openai:v0", "deleted", 1, image_id="ami-x"),
+                build("b0", *east, "vllm/vllm-openai:v1", "ready", 1, ready_at=now - H2 * 12),
+                build("b3", "acme-aws", "aws", "us-west-2", v2, "failed", 1, error=TIMED_OUT),
+                build("b4", "acme-gcp", "gcp", "us-central1", v2, "building", 1, created_at=now),
+                build("bx", *east, "vllm/vllm-openai:v0", "deleted", 1, image_id="ami-x"),
             ]
         )
 
