@@ -93,9 +93,7 @@ def _ready(
         .join(ModelRow, Replica.model_id == ModelRow.id)
         .join(Node, Node.id == _LEADER)
         # (a warm-pool replica is parked, even while ready: it serves once resumed)
-        .where(
-            Replica.state.in_(states), Replica.warm.is_(False), ModelRow.deleted_at.is_(None)
-        )
+        .where(Replica.state.in_(states), Replica.warm.is_(False), ModelRow.deleted_at.is_(None))
         .order_by(ModelRow.customer, ModelRow.name, Replica.id)
     )
     out = []
