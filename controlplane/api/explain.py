@@ -16,6 +16,7 @@ from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.loop.coldstart import pool_estimate
 from controlplane.loop.snapshot import SnapshotReader
 from controlplane.loop.views import pool_view
+from controlplane.loop.warm import waiting_pools
 from controlplane.placement.plan import POLICY_FILTERS
 from controlplane.store.db import Store
 from schema.policy import Overflow
@@ -54,6 +55,7 @@ class Explain:
             overflow=snap.overflow.get(customer) or Overflow(),
         )
         seen = snap.observed.get(m.id, [])
+        waiting = waiting_pools(snap, m)
         out = []
         for p, view in zip(pools, inp.pools, strict=True):
             if not all(ok(inp, view) for _, ok in POLICY_FILTERS):
@@ -68,6 +70,7 @@ class Explain:
                 p.id,
                 p.cloud,
                 p.gpu_shape,
+                warm=p.id in waiting,
                 baked=snap.baked_for(m, p),
             )
             blocked = p.blocked_until if p.blocked_until and p.blocked_until > now else None

@@ -17,7 +17,7 @@ from controlplane.loop.coldstart import pool_estimate
 from controlplane.loop.context import LoopContext
 from controlplane.loop.snapshot import ModelFacts, PoolFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import pool_view, replica_view
-from controlplane.loop.warm import keep_warm, parked, warm_of
+from controlplane.loop.warm import keep_warm, waiting_pools
 from controlplane.placement import (
     CustomerInput,
     Launch,
@@ -32,7 +32,6 @@ from controlplane.placement.plan import UNIT_EPS
 from controlplane.store.events import record_event
 from controlplane.store.models import DecisionRecord, Node, Replica
 from controlplane.store.transitions import drain_replica, retire_replica
-from schema.policy import WarmMode
 from schema.types import CapacityTier, NodeState
 
 
@@ -226,8 +225,7 @@ def customer_input(ctx: LoopContext, snap: Snapshot, customer: str) -> CustomerI
         elif m.paused and m.pinned is None:
             desired = live_units(m.spec, views)
         seen = snap.observed.get(m.id, [])
-        mode = m.spec.warm_pool.mode if m.spec.warm_pool else WarmMode.STOPPED
-        waiting = {r.pool_id for r in warm_of(snap, m.id) if parked(r, mode)}
+        waiting = waiting_pools(snap, m)
         demands.append(
             ModelDemand(
                 ModelView(m.customer, m.name, m.spec),

@@ -44,6 +44,13 @@ def parked(r: ReplicaFacts, mode: WarmMode) -> bool:
     return r.state in waiting
 
 
+def waiting_pools(snap: Snapshot, m: ModelFacts) -> set[str]:
+    """The pools where a warm replica of the model waits to be resumed: a launch there is
+    a resume (placement's horizon and ``gpucap explain`` read the same)."""
+    mode = m.spec.warm_pool.mode if m.spec.warm_pool else WarmMode.STOPPED
+    return {r.pool_id for r in warm_of(snap, m.id) if parked(r, mode)}
+
+
 def shape_for(m: ModelFacts, pool: PoolFacts) -> str | None:
     """The model's replica shape whose nodes the pool provides (None: none)."""
     node = parse_gpu_shape(pool.gpu_shape)
