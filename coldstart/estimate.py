@@ -39,10 +39,6 @@ class Estimate:
     phases: tuple[PhaseEstimate, ...]
     launches: int = 0  # the model's launches the figure came from (LAUNCHES, ELSEWHERE)
 
-    @property
-    def phase_sum_s(self) -> float:
-        return sum(p.seconds for p in self.phases)
-
 
 @dataclass(frozen=True)
 class PoolOf:

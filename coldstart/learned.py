@@ -71,9 +71,6 @@ class Learned:
     fetch_gib_per_s: Mapping[str, Stat] = field(default_factory=dict)  # by pool
     engine_s: Mapping[int, Stat] = field(default_factory=dict)  # by model
 
-    def knows(self, model: int, pool: str) -> bool:
-        return pool in self.by_pool or pool in self.fetch_gib_per_s or model in self.engine_s
-
 
 def learn(boots: Iterable[Boot], kept: int = KEPT, quantile: float = QUANTILE) -> Learned:
     """The ``quantile`` of the ``kept`` most recent boots (ordered by when they were ready)

@@ -38,7 +38,7 @@ from controlplane.lifecycle.node import (
     step_pending,
     step_warm,
 )
-from controlplane.loop.context import BootConfig, LoopContext, Tuning, epoch
+from controlplane.loop.context import LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
 from controlplane.loop.staging import staged_copy
@@ -509,7 +509,7 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         zone = row.zone
         gang = row.replica_id if len(row.replica.nodes) > 1 else None
         address = leader.private_ip if leader is not None else None
-        user_data = _user_data(ctx.boot, s, row, address, ctx.now_dt()) if ctx.boot else ""
+        user_data = _user_data(ctx, s, row, address) if ctx.boot else ""
         image = row.launch_image
     provider = _provider(ctx, n, accounts)
     request = NodeRequest(
@@ -566,7 +566,7 @@ def _staged_weights(s: Session, row: Node, now: datetime) -> str | None:
     return staged_copy(s, model.customer, model.name, row.account, row.region, now)
 
 
-def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now: datetime) -> str:
+def _user_data(ctx: LoopContext, s: Session, row: Node, leader: str | None) -> str:
     """The node's rendered user data (``bootstrap.render``), its boot token recorded (as a
     digest, before the call, like the intent). The token is derived from the node's id, so
     a retried create renders what the first did. A gang's node boots with its rank, a
@@ -574,13 +574,14 @@ def _user_data(boot: BootConfig, s: Session, row: Node, leader: str | None, now:
     replica = row.replica
     model = s.get(Model, replica.model_id)
     pool = s.get(Pool, row.pool_id)
-    if model is None or pool is None:
+    boot = ctx.boot
+    if model is None or pool is None or boot is None:
         return ""
     rank = rank_of([n.id for n in replica.nodes], row.id)
     secret = boot.tokens.for_node(row.id)
     row.token_sha256 = digest(secret)
-    row.token_expires_at = now + timedelta(seconds=TOKEN_TTL_S)
-    spec = ModelSpec.model_validate(model.spec)
+    row.token_expires_at = ctx.now_dt() + timedelta(seconds=TOKEN_TTL_S)
+    spec = ctx.specs.spec(model.id, model.spec)
     boots = node_boot(
         model.customer,
         spec,

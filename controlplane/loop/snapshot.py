@@ -101,7 +101,7 @@ class Snapshot:
     pools: dict[str, list[PoolFacts]] = field(default_factory=dict)  # active, by customer
     nodes_in_use: Counter[str] = field(default_factory=Counter)  # live nodes by pool id
     overflow: dict[str, Overflow] = field(default_factory=dict)  # by customer
-    learned: Learned = field(default_factory=Learned)  # phases from boot reports
+    learned: Learned = field(default_factory=Learned)  # boot reports' phases (with placement)
     # (customer, account, region, runtime image) with a ready baked image (with placement)
     baked: frozenset[tuple[str, str, str, str]] = frozenset()
 
@@ -159,8 +159,8 @@ class SnapshotReader:
             for m in rows
         ]
         snap = Snapshot(now, models, _replicas(s), _observed_ready_s(s, now))
-        snap.learned = self._learned_from(s, now, {m.id: m.spec for m in models})
         if placement:
+            snap.learned = self._learned_from(s, now, {m.id: m.spec for m in models})
             snap.pools = _pools(s, now)
             snap.nodes_in_use = Counter(s.scalars(_LIVE_NODE_POOLS))
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
@@ -287,7 +287,7 @@ _READY_IMAGES = (
 )
 # Only boots that reached ready (their phase split is whole), the newest first; a node that
 # failed its boot says how long the failure took, not the phases. Bounded: what is learned
-# is a median of the few most recent per pool and per model.
+# is a percentile of the few most recent per pool and per model (``coldstart.learned``).
 BOOTS_READ = 2000
 _READY_NODES = (
     select(NodePhaseReport.node_id)

@@ -70,7 +70,7 @@ def test_boot_reports_teach_the_pools_cold_start(store: Store) -> None:
     reader, now = SnapshotReader(), epoch(_at(11))
     assert now is not None
     with store.session() as s:
-        snap = reader.read(s, now)
+        snap = reader.read(s, now, placement=True)
     learned = snap.learned
     assert {k: v.value for k, v in learned.by_pool[POOL].items()} == {
         "capacity_vm": 120,
@@ -99,8 +99,9 @@ def test_boot_reports_teach_the_pools_cold_start(store: Store) -> None:
     # The second node becomes ready, its bootstrap 8 min: the next read learns from both.
     _report(store, f"{booting}-n0", [(p, m + 10) for p, m in STEPS if p != NodePhase.BOOTED])
     with store.session() as s:
-        again = reader.read(s, now + 600).learned
+        again = reader.read(s, now + 600, placement=True).learned
     assert again.by_pool[POOL]["capacity_vm"].value == pytest.approx(120 + 0.9 * (300 - 120))
     assert again.by_pool[POOL]["bootstrap"].samples == 2
     with store.session() as s:
-        assert reader.read(s, now + 600).learned is again  # no new report: not read again
+        # No new report: not read again.
+        assert reader.read(s, now + 600, placement=True).learned is again
