@@ -14,7 +14,7 @@ import heapq
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,6 +45,27 @@ class Capacity(Protocol):
         """What an autoscaler is told to expect for a new replica (AutoscalerInput) at
         ``now``: never the truth of a launch to come, only what was learned by then (None:
         before any launch)."""
+        ...
+
+
+@runtime_checkable
+class WarmPools(Protocol):
+    """A capacity that keeps warm nodes (``techniques.TechniquesCapacity``). The engine
+    treats it as the daemon does: the decider looks ahead a resume's time only while the
+    waiting warm nodes cover what a create's look-ahead would launch early
+    (``lifecycle.warm.covers``), and after each decision the pool is sized as the place job
+    sizes it (``lifecycle.warm.wanted``)."""
+
+    def warm_waiting(self, model: str, now: float) -> tuple[int, float]:
+        """(warm nodes a launch could resume now, a resume's expected time-to-ready)."""
+        ...
+
+    def warm_bound(self, model: str) -> int:
+        """The policy's ``max_nodes`` for the model's pool (0: no warm pool)."""
+        ...
+
+    def keep_warm(self, model: str, now: float, keep: int) -> None:
+        """Fill the pool to ``keep`` warm nodes (boots charged as idle) or let the extra go."""
         ...
 
 

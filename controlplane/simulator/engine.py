@@ -53,6 +53,7 @@ import numpy as np
 from autoscaler.types import (
     Autoscaler,
     AutoscalerInput,
+    Decision,
     MetricsSample,
     MetricsWindow,
     NoData,
@@ -60,9 +61,11 @@ from autoscaler.types import (
     ScalingSpec,
     State,
 )
-from controlplane.simulator.capacity import Capacity, Grant
+from controlplane.lifecycle.warm import covers, growth, wanted
+from controlplane.simulator.capacity import Capacity, Grant, WarmPools
 from controlplane.simulator.fcfs import advance
 from controlplane.simulator.metrics import LoadMeter
+from schema.policy import WarmPool
 
 # Event kinds, in the order they are handled at equal times: capacity changes first, so a
 # decision at time t sees the replicas that became ready at t.
@@ -496,7 +499,10 @@ class Engine:
             spec=run.spec,
             cold_start_s=self.capacity.expected_cold_start_s(run.name, now),
         )
-        decision, ms.state = self.autoscaler.decide(inp, ms.state)
+        decision, state = self.autoscaler.decide(inp, ms.state)
+        if isinstance(self.capacity, WarmPools):
+            decision, state = self._warm_step(self.capacity, ms, inp, decision, state, now)
+        ms.state = state
         desired = max(run.spec.min_replicas, min(run.spec.max_replicas, decision.desired, 1 << 20))
         desired = max(0, desired)
         if desired > live:
@@ -507,6 +513,12 @@ class Engine:
         elif desired < live:
             self._remove(ms, live - desired, now)
             ms.scale_events += now >= self.t0
+        if isinstance(self.capacity, WarmPools):
+            bound = self.capacity.warm_bound(run.name)
+            if bound > 0:  # the place job's sizing (controlplane/loop/warm.py)
+                grow = growth(ms.state, inp.cold_start_s)
+                keep = wanted(WarmPool(max_nodes=bound), desired, grow, 1)
+                self.capacity.keep_warm(run.name, now, keep)
         self._record(ms, now, desired)
         if ms.live == 0 and queued == 0 and desired == 0:
             if ms.i < ms.n:  # asleep until the next request (minus the lead)
@@ -520,6 +532,27 @@ class Engine:
                 self._push(wake, _WAKE, ms.idx)
             return
         self._push(now + self.tick_s, _TICK, ms.idx)
+
+    def _warm_step(
+        self,
+        cap: WarmPools,
+        ms: _Model,
+        inp: AutoscalerInput,
+        decision: Decision,
+        state: State,
+        now: float,
+    ) -> tuple[Decision, State]:
+        """The decide job's choice (``controlplane/loop/decide.py``): the step over a
+        resume's look-ahead while warm nodes wait and cover what the create's look-ahead
+        would launch early, else the create's."""
+        waiting, fast_s = cap.warm_waiting(inp.model, now)
+        if not waiting or fast_s >= inp.cold_start_s:
+            return decision, state
+        fast = dataclasses.replace(inp, cold_start_s=fast_s)
+        fast_decision, fast_state = self.autoscaler.decide(fast, ms.state)
+        if covers(waiting, decision.desired, fast_decision.desired):
+            return fast_decision, fast_state
+        return decision, state
 
     def _seen(self, ms: _Model, seen: float) -> float:
         """The end of the data that has reached the decider by ``seen``: the last batch

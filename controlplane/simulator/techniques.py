@@ -8,11 +8,13 @@ bytes, node size, cloud, engine init). :func:`draw` gives one launch's phases
 (``coldstart.md`` §0): every phase a lognormal around its §5 "typical" value, its spread from
 the reference's ranges (:data:`SPREADS`, each with its row), so p99s come from the same
 sources as the p50s. :class:`TechniquesCapacity` is a ``capacity.Capacity`` for the engine:
-it keeps the pool's warm nodes (stopped, resumed in ``Phases.warm_vm_s``'s time; a released
-node goes back stopped while the pool is short, a used one is replaced by a background boot
-that is charged as idle GPU time), tells deciders what the daemon's estimator would
-(``coldstart.model.expected_ready_from`` over the launches seen so far, warm and cold apart,
-else the phase medians) and counts the techniques' storage: staged copies at object-storage
+it keeps the pool's warm nodes as the daemon does (``capacity.WarmPools``: the engine sizes
+the pool after each decision with the place job's ``lifecycle.warm.wanted``, within
+``warm_nodes``; a launch resumes a stopped node in ``warm_vm``'s time; the pool is filled by
+boots charged as idle GPU time, and what is over the size is let go), tells deciders what
+the daemon's estimator would (``coldstart.model.expected_ready_from`` over the launches seen
+so far, a create's and a resume's apart, else the phase medians) and counts the techniques'
+storage: staged copies at object-storage
 prices, the baked image and a weights volume as snapshots, stopped nodes' boot volumes at
 block-storage prices, all pro-rated over the measured window.
 
@@ -346,13 +348,13 @@ class _Pool:
     profile: ModelProfile
     tech: Techniques
     rng: np.random.Generator
-    stopped: int  # warm nodes stopped now
-    refills: list[float] = field(default_factory=list)  # heap: when a replacement is stopped
+    stopped: int = 0  # warm nodes stopped now
+    fills: list[tuple[float, float]] = field(default_factory=list)  # heap: (stopped at, asked at)
     pending: list[tuple[float, float, int, bool]] = field(default_factory=list)
     observed: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
     stopped_since: float = 0.0  # when ``stopped`` last changed
     stopped_node_s: float = 0.0  # stopped node-seconds in the measured window
-    idle_node_s: float = 0.0  # replacement boots' node-seconds in the window
+    idle_node_s: float = 0.0  # filling boots' node-seconds in the window
     warm_launches: int = 0  # launches in the measured window, by path
     cold_launches: int = 0
 
@@ -360,8 +362,9 @@ class _Pool:
 class TechniquesCapacity:
     """Unlimited stock; each launch's phases drawn by :func:`draw` (seeded per model by its
     name, in launch order, so the k-th launch takes the same time under every decider of a
-    run), a warm node resumed while the pool has one stopped. Costs are counted from
-    ``measure_from_s`` (the engine's measured window)."""
+    run), a warm node resumed while the pool has one stopped; the pool's size is the
+    engine's to set (:meth:`keep_warm`, within ``Techniques.warm_nodes``). Costs are counted
+    from ``measure_from_s`` (the engine's measured window)."""
 
     def __init__(
         self,
@@ -369,7 +372,7 @@ class TechniquesCapacity:
         measure_from_s: float = 0.0,
     ) -> None:
         self._pools = {
-            m: _Pool(prof, tech, np.random.default_rng(zlib.crc32(m.encode())), tech.warm_nodes)
+            m: _Pool(prof, tech, np.random.default_rng(zlib.crc32(m.encode())))
             for m, (prof, tech) in pools.items()
         }
         self._t0 = measure_from_s
@@ -379,10 +382,11 @@ class TechniquesCapacity:
         self._owner: dict[int, str] = {}
 
     def _settle(self, pool: _Pool, now: float) -> None:
-        """Advance the stopped-node integral to ``now``, refills that landed included."""
-        while pool.refills and pool.refills[0] <= now:
-            at = heapq.heappop(pool.refills)
+        """Advance the stopped-node integral to ``now``, fills that landed included."""
+        while pool.fills and pool.fills[0][0] <= now:
+            at, asked = heapq.heappop(pool.fills)
             self._stopped_to(pool, at)
+            pool.idle_node_s += self._window(asked, at)
             pool.stopped += 1
         self._stopped_to(pool, now)
 
@@ -406,14 +410,6 @@ class TechniquesCapacity:
         if warm:
             pool.stopped -= 1
             pool.warm_launches += now >= self._t0
-            # A replacement boots to pre-initialised (capacity, bootstrap, image, and the
-            # weights onto its kept volume when local) and stops; its node time is idle.
-            fill = draw(pool.profile, pool.tech, pool.rng)
-            boot = fill["capacity_vm"] + fill["bootstrap"] + fill["image"]
-            if pool.tech.weights_local:
-                boot += pool.profile.weights_gb / SPREADS["staged_rate"].median
-            pool.idle_node_s += self._window(now, now + boot)
-            heapq.heappush(pool.refills, now + boot)
         else:
             pool.cold_launches += now >= self._t0
         self.in_use[grant.grant_id] = grant
@@ -428,26 +424,59 @@ class TechniquesCapacity:
         self.in_use.pop(grant.grant_id, None)
         if now < grant.ready_at:
             self._cancelled.add(grant.grant_id)  # never became ready: never observed
+        self._settle(self._pools[model], now)
+
+    def warm_bound(self, model: str) -> int:
+        return self._pools[model].tech.warm_nodes
+
+    def keep_warm(self, model: str, now: float, keep: int) -> None:
+        """As the place job does: short of ``keep``, boot warm nodes (to pre-initialised,
+        then stopped: capacity, bootstrap, image, and the weights onto the kept volume when
+        local; their node time is idle); over it, let go the ones still filling first
+        (charged until now), then stopped ones."""
         pool = self._pools[model]
         self._settle(pool, now)
-        short = pool.tech.warm_nodes - pool.stopped - len(pool.refills)
-        if short > 0 and now >= grant.running_at:
-            pool.stopped += 1  # stopped back into the pool instead of terminated
+        short = keep - pool.stopped - len(pool.fills)
+        for _ in range(max(0, short)):
+            fill = draw(pool.profile, pool.tech, pool.rng)
+            boot = fill["capacity_vm"] + fill["bootstrap"] + fill["image"]
+            if pool.tech.weights_local:
+                boot += pool.profile.weights_gb / SPREADS["staged_rate"].median
+            heapq.heappush(pool.fills, (now + boot, now))
+        over = -short
+        while over > 0 and pool.fills:
+            latest = max(pool.fills)
+            pool.fills.remove(latest)
+            heapq.heapify(pool.fills)
+            pool.idle_node_s += self._window(latest[1], now)
+            over -= 1
+        if over > 0:
+            pool.stopped -= min(over, pool.stopped)
+
+    def warm_waiting(self, model: str, now: float) -> tuple[int, float]:
+        """Stopped nodes a launch could resume now, and a resume's expected time-to-ready
+        (the median of resumes seen ready, else the phase medians)."""
+        pool = self._pools[model]
+        self._observe(pool, now)
+        prior = sum(median_phases(pool.profile, pool.tech, warm=True).values())
+        return pool.stopped, expected_ready_from(pool.observed[True], prior)
+
+    def _observe(self, pool: _Pool, now: float) -> None:
+        self._settle(pool, now)
+        while pool.pending and pool.pending[0][0] <= now:
+            _, took, gid, warm = heapq.heappop(pool.pending)
+            if gid not in self._cancelled:
+                pool.observed[warm].append(took)
 
     def expected_cold_start_s(self, model: str, now: float | None = None) -> float:
-        """The daemon's estimate: the median of the last launches seen ready by ``now`` on
-        the path the next launch takes (a stopped warm node or a cold one), else the phase
-        medians (coldstart.estimate's defaults under what is staged)."""
+        """The daemon's estimate for a create: the median of the last creates seen ready by
+        ``now``, else the phase medians (coldstart.estimate's defaults under what is
+        staged); a resume's is :meth:`warm_waiting`'s."""
         pool = self._pools[model]
         if now is not None:
-            self._settle(pool, now)
-            while pool.pending and pool.pending[0][0] <= now:
-                _, took, gid, warm = heapq.heappop(pool.pending)
-                if gid not in self._cancelled:
-                    pool.observed[warm].append(took)
-        warm = pool.stopped > 0
-        prior = sum(median_phases(pool.profile, pool.tech, warm).values())
-        return expected_ready_from(pool.observed[warm], prior)
+            self._observe(pool, now)
+        prior = sum(median_phases(pool.profile, pool.tech).values())
+        return expected_ready_from(pool.observed[False], prior)
 
     def costs(self, end_s: float) -> dict[str, dict[str, float]]:
         """Per model, over the measured window up to ``end_s``: the techniques' storage in

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from controlplane.api.endpoints import Endpoints
 from controlplane.store.db import Store
 from controlplane.store.models import Event, Node, Replica
 from providers.sim import SimCloud
@@ -101,3 +102,57 @@ def test_a_start_with_no_host_falls_back_to_a_create_with_an_event(loop, world, 
     assert len(live) >= 2  # the model's capacity came from a create elsewhere
     assert any(n.region != "us-east-1" or n.instance_type != "p5.4xlarge" for n in live)
     assert isinstance(sim, SimCloud) and isinstance(clock, Clock)
+
+
+READY = POLICY.replace(
+    "    scale_to_zero_grace_s: 60\n  - name: llama-70b",
+    "    scale_to_zero_grace_s: 60\n    warm_pool: {max_nodes: 1, mode: ready}\n"
+    "  - name: llama-70b",
+    1,
+)
+
+
+def test_ready_mode_keeps_a_running_replica_aside_and_a_scale_up_takes_it_at_once(
+    loop, world, store
+):
+    from controlplane.api import ControlPlaneService
+
+    ctl, load = loop
+    sim, clock = world
+    ControlPlaneService(store).apply_policy(READY, source="demo", applied_by="test")
+    load.load[("demo", "chat-8b")] = 5.0
+    run(ctl, clock, 30)
+    [warm] = _replicas(store, True)
+    assert warm.state == NodeState.READY  # booted to ready and left running: not stopped
+    assert not [i for i in sim.instances.values() if sim.status(i).value == "stopped"]
+    with store.session() as s:
+        model_ready = s.scalars(
+            select(Replica).where(Replica.warm.is_(False), Replica.state == NodeState.READY)
+        ).all()
+    before = {r.id for r in model_ready}
+    assert warm.id not in before  # aside: not the model's capacity
+    routed = {e.replica_id for e in Endpoints(store).ready("demo", "chat-8b")}
+    assert warm.id not in routed and routed <= before  # nor routed to
+    assert routed  # (the model's own replica is)
+    instances = len(sim.instances)
+    # A scale-up takes the warm replica in the tick it is placed: no start, no boot.
+    load.load[("demo", "chat-8b")] = 40.0
+    for _ in range(15):
+        run(ctl, clock, 1)
+        with store.session() as s:
+            r = s.get(Replica, warm.id)
+            assert r is not None
+            if not r.warm:
+                break
+    assert r.state == NodeState.READY and r.resumed_at is not None
+    assert _events(store, "warm.resume")
+    # The resumed replica served from the tick it was taken: no node of it moved through
+    # resuming, and the refill is a new instance created warm.
+    with store.session() as s:
+        nodes = s.scalars(select(Node).where(Node.replica_id == warm.id)).all()
+        assert nodes and all(n.resuming_at is None and n.state == NodeState.READY for n in nodes)
+    assert warm.id in {e.replica_id for e in Endpoints(store).ready("demo", "chat-8b")}
+    run(ctl, clock, 30)
+    [refill] = _replicas(store, True)
+    assert refill.id != warm.id and refill.state == NodeState.READY
+    assert len(sim.instances) > instances

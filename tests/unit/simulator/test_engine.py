@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from autoscaler.types import MetricsWindow
-from tests.unit.simulator.helpers import Scripted, busy_in_last_sample, engine, model
+from controlplane.simulator.capacity import ColdStartCapacity
+from controlplane.simulator.engine import Engine
+from tests.unit.simulator.helpers import PHASES_100, Scripted, busy_in_last_sample, engine, model
 
 
 def test_fcfs_waits_slo_and_unserved() -> None:
@@ -176,3 +178,47 @@ def test_warm_up_is_not_measured() -> None:
     m = out.models["m"]
     assert m.requests == 2 and out.end_s == pytest.approx(10.0)
     assert m.gpu_hours == pytest.approx(10 / 3600)
+
+
+class _WarmCapacity(ColdStartCapacity):
+    """The fleet's phases, plus ``waiting`` warm nodes that a resume takes 10 s from; records
+    the sizes the engine asks for."""
+
+    def __init__(self, waiting: int, bound: int) -> None:
+        super().__init__({"m": PHASES_100})
+        self.waiting, self.bound = waiting, bound
+        self.kept: list[int] = []
+
+    def warm_waiting(self, model: str, now: float) -> tuple[int, float]:
+        return self.waiting, 10.0
+
+    def warm_bound(self, model: str) -> int:
+        return self.bound
+
+    def keep_warm(self, model: str, now: float, keep: int) -> None:
+        self.kept.append(keep)
+
+
+@pytest.mark.parametrize(("waiting", "desired"), [(1, 5), (4, 1)])
+def test_a_resumes_look_ahead_only_while_the_warm_nodes_cover_the_difference(
+    waiting: int, desired: int
+) -> None:
+    # Over a create's 100 s the scripted decider wants 5, over a resume's 10 s only 1: one
+    # waiting node does not make the burst of four extra a resume away (the decide job's
+    # lifecycle.warm.covers); four do.
+    auto = Scripted(lambda inp: 1 if inp.cold_start_s < 50 else 5)
+    cap = _WarmCapacity(waiting, bound=3)
+    out = Engine(
+        [model([0.5], 1.0)],
+        3.0,
+        auto,
+        cap,
+        tick_s=1.0,
+        metric_lag_s=0.0,
+        scrape_interval_s=1.0,
+        history_s=10.0,
+    ).run()
+    assert max(p.desired for p in out.models["m"].timeline) == desired
+    assert [inp.cold_start_s for inp in auto.seen[:2]] == [100.0, 10.0]  # create's, then resume's
+    # Sized as the place job sizes it: no forecast in a scripted state, so one, within 3.
+    assert cap.kept and set(cap.kept) == {1}

@@ -69,38 +69,77 @@ def test_storage_per_month() -> None:
     assert storage_usd_per_month(PROFILE_70B, Techniques()) == {}
 
 
-def test_warm_pool_resumes_refills_and_counts_costs() -> None:
+def _filled(cap: TechniquesCapacity, keep: int, at: float = 0.0) -> float:
+    """Size the pool to ``keep`` at ``at`` and return when its last fill has stopped."""
+    cap.keep_warm("m", at, keep)
+    landed = max(t for t, _ in cap._pools["m"].fills)
+    cap.warm_waiting("m", landed)
+    return landed
+
+
+def test_warm_pool_is_filled_by_boots_charged_as_idle() -> None:
+    cap = TechniquesCapacity({"m": (PROFILE_70B, Techniques(warm_nodes=2))}, measure_from_s=0)
+    assert cap.warm_waiting("m", 0.0)[0] == 0  # empty until the place job fills it
+    landed = _filled(cap, 2)
+    assert cap.warm_waiting("m", landed)[0] == 2
+    costs = cap.costs(landed)["m"]
+    assert costs["idle_node_hours"] > 0  # the two boots' node time
+    cap.keep_warm("m", landed, 2)  # full: nothing more boots
+    assert not cap._pools["m"].fills
+
+
+def test_a_launch_resumes_a_stopped_node_and_the_estimates_stay_apart() -> None:
     cap = TechniquesCapacity({"m": (PROFILE_70B, Techniques(warm_nodes=1))}, measure_from_s=0)
-    prior_warm = cap.expected_cold_start_s("m")
-    first = cap.acquire("m", 0.0)
-    assert first is not None
-    # The pool's one node was used: the next launch is cold until the refill lands.
-    assert cap.expected_cold_start_s("m", 0.0) > prior_warm
-    second = cap.acquire("m", 1.0)
-    assert second is not None
-    assert second.ready_at - second.requested_at > first.ready_at - first.requested_at
-    costs = cap.costs(3600.0)["m"]
+    create_prior = cap.expected_cold_start_s("m")
+    landed = _filled(cap, 1)
+    waiting, resume_s = cap.warm_waiting("m", landed)
+    assert (waiting, resume_s < create_prior) == (1, True)
+    # The create's estimate does not shorten because a node waits (decide's covers rule
+    # chooses between the two).
+    assert cap.expected_cold_start_s("m", landed) == create_prior
+    first = cap.acquire("m", landed)
+    second = cap.acquire("m", landed + 1)
+    assert first is not None and second is not None
+    assert cap.warm_waiting("m", landed + 1)[0] == 0  # used: nothing refills on its own
+    costs = cap.costs(landed + 3600.0)["m"]
     assert (costs["warm_launches"], costs["cold_launches"]) == (1, 1)
-    assert costs["idle_node_hours"] > 0  # the refill's boot
-    # Released while the pool is short of its one node: stopped back into it.
-    cap2 = TechniquesCapacity({"m": (PROFILE_70B, Techniques(warm_nodes=1))})
-    g = cap2.acquire("m", 0.0)
+
+
+def test_over_the_size_the_filling_go_first_then_the_stopped() -> None:
+    cap = TechniquesCapacity({"m": (PROFILE_70B, Techniques(warm_nodes=3))}, measure_from_s=0)
+    landed = _filled(cap, 1)
+    cap.keep_warm("m", landed, 3)  # two more boot
+    assert len(cap._pools["m"].fills) == 2
+    idle_before = cap._pools["m"].idle_node_s
+    cap.keep_warm("m", landed + 60, 1)  # both filling ones go, charged their minute
+    assert not cap._pools["m"].fills
+    assert cap._pools["m"].idle_node_s == pytest.approx(idle_before + 2 * 60)
+    assert cap.warm_waiting("m", landed + 60)[0] == 1
+    cap.keep_warm("m", landed + 61, 0)
+    assert cap.warm_waiting("m", landed + 61)[0] == 0
+
+
+def test_a_released_replica_is_not_stopped_back() -> None:
+    cap = TechniquesCapacity({"m": (PROFILE_70B, Techniques(warm_nodes=1))})
+    landed = _filled(cap, 1)
+    g = cap.acquire("m", landed)
     assert g is not None
-    cap2._pools["m"].refills.clear()  # the refill never lands (a stockout)
-    cap2.release(g, g.ready_at + 10)
-    cap2.release(g, g.ready_at + 20)  # idempotent
-    assert cap2._pools["m"].stopped == 1
-    c = cap2.costs(g.ready_at + 10 + 3600)["m"]
-    assert c["stopped_nodes_usd"] == pytest.approx(
-        BOOT_VOLUME_GB * BLOCK_USD_PER_GB_MONTH[Cloud.AWS] / HOURS_PER_MONTH, rel=1e-6
-    )
+    cap.release(g, g.ready_at + 10)
+    cap.release(g, g.ready_at + 20)  # idempotent
+    assert cap.warm_waiting("m", g.ready_at + 20)[0] == 0  # as the daemon: it drains
 
 
 def test_stopped_storage_counts_only_the_measured_window() -> None:
-    cap = TechniquesCapacity({"m": (PROFILE_8B, Techniques(warm_nodes=2))}, measure_from_s=100)
-    c = cap.costs(100 + 7200)["m"]
+    cap = TechniquesCapacity({"m": (PROFILE_8B, Techniques(warm_nodes=2))}, measure_from_s=0)
+    landed = _filled(cap, 2)
+    c0 = cap.costs(landed)["m"]["stopped_nodes_usd"]
+    c = cap.costs(landed + 7200)["m"]
     per_hour = BOOT_VOLUME_GB * BLOCK_USD_PER_GB_MONTH[Cloud.AWS] / HOURS_PER_MONTH
-    assert c["stopped_nodes_usd"] == pytest.approx(2 * 2 * per_hour)
+    assert c["stopped_nodes_usd"] - c0 == pytest.approx(2 * 2 * per_hour)
+    late = TechniquesCapacity({"m": (PROFILE_8B, Techniques(warm_nodes=2))}, measure_from_s=1e9)
+    _filled(late, 2)
+    assert late.costs(1e9)["m"]["stopped_nodes_usd"] == 0.0
+    assert late.costs(1e9)["m"]["idle_node_hours"] == 0.0
 
 
 def test_the_estimator_learns_from_launches_seen_ready() -> None:
