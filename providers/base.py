@@ -14,10 +14,17 @@ adapter, the simulated one included):
 - ``stop_node`` stops a running instance, keeping its boot disk (what a stopped node
   bills; instance-store NVMe is wiped), and ``start_node`` starts a stopped one again on a
   host of its zone. Both are idempotent: stopping a stopping, stopped or gone instance, or
-  starting a starting or running one, is success. A start can find no host:
-  :class:`~providers.errors.CapacityUnavailable` (zone scope), raised at once like a
-  create's, so the caller falls back to a create elsewhere. Warm pools use them
-  (``controlplane.lifecycle.warm``).
+  starting a starting or running one, is success. Starting an instance that is gone (an
+  unknown id, a terminated instance) raises :class:`~providers.errors.NotFound`, never
+  brings it back; starting one still stopping raises a retryable
+  :class:`~providers.errors.TransientError` (start it once it is stopped). A start can
+  find no host: :class:`~providers.errors.CapacityUnavailable` for the instance's zone and
+  type (``Scope.ZONE``), raised at once like a create's, so the caller falls back to a
+  create elsewhere. Through a stop and a start the instance keeps its id, zone and tags;
+  ``describe_node`` and ``list_nodes`` show it ``STOPPING`` then ``STOPPED``, never
+  ``TERMINATED`` or absent (GCE calls a stopped VM TERMINATED; only a deleted one is
+  gone), and ``create_node`` finds a stopped instance of its intent. Warm pools use them
+  (``controlplane.lifecycle.warm``; ``controlplane.loop.reconcile._start_failed``).
 - ``list_offerings`` returns every known offering in the given regions, with availability as
   a field (never by omission).
 - Gangs. A request with ``placement_group`` (the gang's key, e.g. its replica id; the same on

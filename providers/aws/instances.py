@@ -1,4 +1,5 @@
-"""EC2 instances: find-or-create, describe, list by tags, terminate (clouds.md §A.3).
+"""EC2 instances: find-or-create, describe, list by tags, terminate (clouds.md §A.3), and
+stop / start for warm pools.
 
 Create is find-or-create on the intent id: DescribeInstances by the ``gpucap-intent`` tag
 first, and only if nothing live carries it, RunInstances with ``ClientToken`` derived from
@@ -27,7 +28,7 @@ from providers.base import (
     InstanceStatus,
     NodeRequest,
 )
-from providers.errors import NotFound
+from providers.errors import NotFound, TransientError
 
 # Instance states that still hold (or will hold) capacity; terminated ones are history.
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -147,26 +148,66 @@ def terminate_node(sess: AwsSession, region: str, instance_id: str) -> None:
 
 
 def stop_node(sess: AwsSession, region: str, instance_id: str) -> None:
-    """StopInstances: idempotent (a stopping or stopped instance is success, as is one that
-    is gone). Its EBS root volume stays and bills; instance-store NVMe is wiped."""
-    ec2 = sess.client("ec2", region)
-    try:
-        ec2.stop_instances(InstanceIds=[instance_id])
-    except Exception as exc:
-        err = from_botocore(exc, region=region)
-        if isinstance(err, NotFound):
-            return
-        raise err from exc
+    """StopInstances, after reading the state: stopping, stopped or gone already (unknown,
+    shutting-down, terminated) is success; EC2 would answer IncorrectInstanceState for a
+    terminated one (and moto would bring it back as stopped). Its EBS root volume stays and
+    bills; instance-store NVMe is wiped."""
+    node = describe_node(sess, region, instance_id)
+    if node is None or node.status in _STOP_DONE:
+        return
+    _power(sess, region, node, "stop")
 
 
 def start_node(sess: AwsSession, region: str, instance_id: str) -> None:
-    """StartInstances: a pending or running instance is success; no host for it is
-    InsufficientInstanceCapacity, raised as CapacityUnavailable."""
+    """StartInstances, after reading the state: pending or running already is success; gone
+    is NotFound (moto would start a terminated instance again); still stopping is a
+    retryable TransientError (EC2: IncorrectInstanceState); no host for it in its AZ is
+    InsufficientInstanceCapacity, raised as CapacityUnavailable for that AZ and type."""
+    node = describe_node(sess, region, instance_id)
+    if node is None or node.status == InstanceStatus.TERMINATED:
+        raise NotFound(
+            f"instance {instance_id} is gone", code="InvalidInstanceID.NotFound", region=region
+        )
+    if node.status in (InstanceStatus.PENDING, InstanceStatus.RUNNING):
+        return
+    if node.status == InstanceStatus.STOPPING:
+        raise TransientError(
+            f"instance {instance_id} is still stopping",
+            code="IncorrectInstanceState",
+            retryable=True,
+            region=region,
+            zone=node.zone or None,
+            instance_type=node.instance_type or None,
+        )
+    _power(sess, region, node, "start")
+
+
+_STOP_DONE = (InstanceStatus.STOPPING, InstanceStatus.STOPPED, InstanceStatus.TERMINATED)
+
+
+def _power(sess: AwsSession, region: str, node: CloudNode, verb: str) -> None:
     ec2 = sess.client("ec2", region)
+    call = ec2.stop_instances if verb == "stop" else ec2.start_instances
     try:
-        ec2.start_instances(InstanceIds=[instance_id])
+        call(InstanceIds=[node.instance_id])
     except Exception as exc:
-        raise from_botocore(exc, region=region) from exc
+        # The instance's AZ scopes a stockout to the zone, as a create's would be.
+        err = from_botocore(
+            exc, region=region, zone=node.zone or None, instance_type=node.instance_type or None
+        )
+        if verb == "stop" and isinstance(err, NotFound):
+            return  # gone since the read
+        if err.code == "IncorrectInstanceState":
+            # It moved since the read (EC2 says so with a 400): the verb's retry reads again.
+            raise TransientError(
+                err.message,
+                code=err.code,
+                retryable=True,
+                region=region,
+                zone=err.zone,
+                instance_type=err.instance_type,
+            ) from exc
+        raise err from exc
 
 
 def to_node(inst: Mapping[str, Any], region: str) -> CloudNode:

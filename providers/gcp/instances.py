@@ -45,7 +45,7 @@ from providers.base import (
     InstanceStatus,
     NodeRequest,
 )
-from providers.errors import InvalidRequest, ProviderError, Scope, TransientError
+from providers.errors import InvalidRequest, NotFound, ProviderError, Scope, TransientError
 from providers.gcp import errors as gerr
 from providers.gcp.placement import GcpPlacement
 from providers.gcp.session import CALL_TIMEOUT_S, GcpSession, wait_zone_operation
@@ -411,16 +411,18 @@ class GcpInstances:
     # -- stop / start (warm pools) --------------------------------------------------------
 
     def stop(self, region: str, instance_id: str) -> None:
-        """instances.stop: the boot disk stays (and bills), local SSD is discarded. Gone
-        already is success."""
-        self._action(region, instance_id, "stop")
+        """instances.stop: the boot disk stays (and bills), local SSD is discarded. Stopping,
+        stopped (GCE: TERMINATED) or gone already is success."""
+        self._power(region, instance_id, "stop")
 
     def start(self, region: str, instance_id: str) -> None:
-        """instances.start: ZONE_RESOURCE_POOL_EXHAUSTED when the zone has no host for it
-        (raised as CapacityUnavailable, from the operation's error)."""
-        self._action(region, instance_id, "start")
+        """instances.start: pending or running already is success; gone is NotFound; still
+        stopping is a retryable TransientError (GCE would answer resourceNotReady);
+        ZONE_RESOURCE_POOL_EXHAUSTED, in the operation's error when the zone has no host for
+        it, is CapacityUnavailable for the instance's zone and type."""
+        self._power(region, instance_id, "start")
 
-    def _action(self, region: str, instance_id: str, verb: str) -> None:
+    def _power(self, region: str, instance_id: str, verb: str) -> None:
         from google.cloud import compute_v1
 
         zone, name, nid = parse_instance_id(instance_id)
@@ -430,22 +432,53 @@ class GcpInstances:
             if node is None or self._node_id(node) != nid:
                 if verb == "stop":
                     return
-                raise InvalidRequest(f"no instance {instance_id}", code="notFound")
-            request: Any = (
-                compute_v1.StopInstanceRequest
-                if verb == "stop"
-                else compute_v1.StartInstanceRequest
-            )(project=self.session.project, zone=zone, instance=name)
-            call = self._client.stop_unary if verb == "stop" else self._client.start_unary
-            op = call(request=request, retry=None, timeout=CALL_TIMEOUT_S)
+                # (a newer instance under the name is not this one: never start that)
+                raise NotFound(
+                    f"no instance {instance_id}", code="notFound", region=region, zone=zone
+                )
+            where = gerr.Where(region, zone, node.instance_type)
+            if node.status in _THERE[verb]:
+                return  # one call less; GCE would answer with an operation that does nothing
+            if verb == "start" and node.status == InstanceStatus.STOPPING:
+                # (a stop or a delete still running: the next pass sees which)
+                raise TransientError(
+                    f"instance {instance_id} is still stopping",
+                    code="resourceNotReady",
+                    retryable=True,
+                    **_at(where),
+                )
+            if verb == "stop":
+                request: Any = compute_v1.StopInstanceRequest(
+                    project=self.session.project, zone=zone, instance=name
+                )
+                call = self._client.stop_unary
+            else:
+                request = compute_v1.StartInstanceRequest(
+                    project=self.session.project, zone=zone, instance=name
+                )
+                call = self._client.start_unary
+            try:
+                op = call(request=request, retry=None, timeout=CALL_TIMEOUT_S)
+            except Exception as exc:
+                if verb == "stop" and gerr.is_not_found(exc):
+                    return  # deleted since the read
+                raise
             done = wait_zone_operation(
                 self.session, zone, op, deadline_s=self.op_deadline_s, sleep=self.sleep
             )
             gerr.raise_unless_succeeded(done, op.name, verb, where)
+            log.info(f"gcp.instance.{verb}", instance=instance_id)
         except ProviderError:
             raise
         except Exception as exc:
             raise gerr.from_exception(exc, where) from exc
+
+
+# The statuses in which a stop / a start has nothing left to do.
+_THERE = {
+    "stop": (InstanceStatus.STOPPING, InstanceStatus.STOPPED),
+    "start": (InstanceStatus.PENDING, InstanceStatus.RUNNING),
+}
 
 
 def _region_of(zone: str) -> str:

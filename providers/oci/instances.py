@@ -67,6 +67,11 @@ _STATUS = {
     "TERMINATING": InstanceStatus.TERMINATED,
     "TERMINATED": InstanceStatus.TERMINATED,
 }
+# The states in which an instance action has nothing left to do.
+_THERE = {
+    "STOP": frozenset({"STOPPING", "STOPPED"}),
+    "START": frozenset({"PROVISIONING", "STARTING", "RUNNING"}),
+}
 _MAX_TOKEN_CHAIN = 4  # re-creates of one intent within a token's 24 h lifetime
 BASE_IMAGE_OS = "Oracle Linux"  # the GPU platform images (driver preinstalled)
 SUBNET_TAG = "gpucap-subnet"  # a subnet an operator marked for gpucap nodes
@@ -336,20 +341,55 @@ class Instances:
         return to_node(inst, region, ips.get(inst.id))
 
     def action(self, region: str, instance_id: str, verb: str) -> None:
-        """InstanceAction STOP or START (warm pools): a stopped instance keeps its boot
-        volume (billed); START with no host in its domain is a 500 "Out of host capacity",
-        raised as CapacityUnavailable. Stopping one that is gone is success."""
+        """InstanceAction STOP or START (warm pools), after reading the state: stopping,
+        stopped or gone already is a stop's success; provisioning, starting or running
+        already a start's; a start of one that is gone is NotFound, of one still stopping a
+        retryable TransientError. A stopped instance keeps its boot volume (billed); START
+        with no host in its AD is 500 "Out of host capacity", raised as CapacityUnavailable
+        for that AD and shape."""
+        where = Where(region=region, target=Target.RESOURCE)
+        try:
+            inst = self.session.call(
+                "get_instance", self.session.compute(region).get_instance, instance_id, where=where
+            ).data
+        except NotFound:
+            if verb == "STOP":
+                return
+            raise
+        state = str(inst.lifecycle_state)
+        if state in _GONE:
+            if verb == "STOP":
+                return
+            raise NotFound(
+                f"instance {instance_id} is {state.lower()}",
+                "NotAuthorizedOrNotFound",
+                region=region,
+            )
+        if state in _THERE[verb]:
+            return  # the action would change nothing
+        where = Where(region, inst.availability_domain, inst.shape, Target.RESOURCE)
+        if verb == "START" and state == "STOPPING":
+            raise TransientError(
+                f"instance {instance_id} is still stopping",
+                "IncorrectState",
+                retryable=True,
+                region=region,
+                zone=inst.availability_domain,
+                instance_type=inst.shape,
+            )
         try:
             self.session.call(
                 "instance_action",
                 self.session.compute(region).instance_action,
                 instance_id,
                 verb,
-                where=Where(region=region, target=Target.RESOURCE),
+                where=where,
             )
         except NotFound:
             if verb != "STOP":
                 raise
+            return  # terminated since the read
+        log.info("oci.instance_action", region=region, instance=instance_id, action=verb)
 
     def list_tagged(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         found = self.session.list_all(

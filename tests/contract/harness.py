@@ -50,6 +50,12 @@ class Harness(Protocol):
         own retry behaviour is exercised. "create call" means one request on the wire."""
         ...
 
+    def inject_start(self, fault: Fault, *, count: int = 1) -> None:
+        """Make the next ``count`` start requests (StartInstances, instances.start,
+        InstanceAction START) fail with ``fault``, injected where :meth:`inject` injects a
+        create's (the simulator: its one fault queue, which a start draws from too)."""
+        ...
+
     def create_requests(self) -> int:
         """How many create requests (RunInstances, instances.insert, LaunchInstance) the
         *emulator* has received so far: counted on its side of the wire, so an SDK-level

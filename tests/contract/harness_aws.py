@@ -47,6 +47,10 @@ class AwsHarness:
         code, status = HARNESS_FAULTS[fault]
         self.emulator.inject(code, status, count=count, zone=zone)
 
+    def inject_start(self, fault: Fault, *, count: int = 1) -> None:
+        code, status = HARNESS_FAULTS[fault]
+        self.emulator.inject(code, status, action="StartInstances", count=count)
+
     def create_requests(self) -> int:
         return self.emulator.faults.seen["RunInstances"]
 

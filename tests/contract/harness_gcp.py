@@ -22,7 +22,7 @@ from providers.gcp.session import GcpSession
 from providers.gcp.tags import TAGS_METADATA_KEY, USER_DATA_METADATA_KEY
 from providers.retry import RetryPolicy
 from tests.contract.harness import CONTRACT_RETRY, Fault
-from tests.fakes.gcp_server import FakeGcp
+from tests.fakes.gcp_server import START, FakeGcp
 from tests.fakes.gcp_server import start as start_fake
 
 REGION = "us-central1"
@@ -64,6 +64,9 @@ class GcpHarness:
 
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(WIRE_FAULT[fault], count=count, zone=zone)
+
+    def inject_start(self, fault: Fault, *, count: int = 1) -> None:
+        self.fake.inject(WIRE_FAULT[fault], count=count, method=START)
 
     def create_requests(self) -> int:
         return sum(

@@ -153,6 +153,9 @@ class OciHarness:
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.fake.inject(_FAULTS[fault], operation="LaunchInstance", count=count, ad=zone)
 
+    def inject_start(self, fault: Fault, *, count: int = 1) -> None:
+        self.fake.inject(_FAULTS[fault], operation="InstanceAction.START", count=count)
+
     def create_requests(self) -> int:
         return len(self.fake.requests("LaunchInstance"))
 

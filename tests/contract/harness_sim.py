@@ -27,6 +27,9 @@ class SimHarness:
     def inject(self, fault: Fault, *, count: int = 1, zone: str | None = None) -> None:
         self.world.inject(self.provider.cloud, self.provider.account, fault, count, zone)
 
+    def inject_start(self, fault: Fault, *, count: int = 1) -> None:
+        self.world.inject(self.provider.cloud, self.provider.account, fault, count)
+
     def create_requests(self) -> int:
         return self.world.create_calls
 
@@ -68,8 +71,9 @@ class SimHarness:
 
 @pytest.fixture
 def sim_harness() -> Iterator[SimHarness]:
-    # Zero timings: instances are running at once and gone at once after terminate, so the
-    # contract sees the end states without waiting on the simulated clock.
-    world = SimCloud(timings=SimTimings(boot_s=0.0, serve_s=0.0, terminate_s=0.0))
+    # Zero timings: instances are running at once (after a start too) and gone (or stopped)
+    # at once after terminate (or stop), so the contract sees the end states without waiting
+    # on the simulated clock.
+    world = SimCloud(timings=SimTimings(boot_s=0.0, serve_s=0.0, terminate_s=0.0, start_s=0.0))
     provider = SimProvider(Cloud.AWS, "contract-sim", world, retry=CONTRACT_RETRY)
     yield SimHarness(world=world, provider=provider)

@@ -12,6 +12,12 @@ API it
   failed one) and never makes a second instance (§A.4: "the server ignores a repeat");
 - keeps instance names unique per zone (409 ``alreadyExists``), names being GCP's
   idempotency anchor (§A.1);
+- stops and starts instances (``instances.stop`` / ``instances.start``, zonal operations):
+  RUNNING -> STOPPING -> TERMINATED (GCE's word for a stopped VM, which still exists with
+  its disks) and TERMINATED -> PROVISIONING -> RUNNING; asking for the state the VM is in
+  or heading to is a no-op operation, starting one still stopping is 400
+  ``resourceNotReady``, and a start can meet a stockout like an insert (fault
+  ``stockout`` with ``method="instances.start"``);
 - enforces regional GPU quotas on insert (403 ``quotaExceeded``), when a limit is set;
 - keeps regional resource policies (compact placement policies: ``groupPlacementPolicy``),
   unique per project and region (409 ``alreadyExists``), created and deleted through region
@@ -98,6 +104,8 @@ DEFAULT_TOPOLOGY: dict[str, dict[str, tuple[MachineType, ...]]] = {
 }
 
 INSERT = "instances.insert"
+STOP = "instances.stop"
+START = "instances.start"
 
 
 @dataclass
@@ -244,6 +252,9 @@ class FakeGcp:
         self._ids = itertools.count(5_000_000_000_000_000_001)
         self._ops = itertools.count(1)
         self.instances: dict[tuple[str, str, str], dict[str, Any]] = {}  # (project, zone, name)
+        # Instances whose delete is running. GCE shows them STOPPING, the same status as a
+        # stop in progress, so the fake keeps the difference here (never on the wire).
+        self.deleting: set[tuple[str, str, str]] = set()
         self.operations: dict[tuple[str, str, str], Operation] = {}  # (project, scope, name)
         self.request_ids: dict[tuple[str, str], Operation] = {}  # (project, requestId)
         self.images: dict[tuple[str, str], dict[str, Any]] = {}  # (project, name)
@@ -302,6 +313,7 @@ class FakeGcp:
         """Forget all state and faults (keeps the topology and the server running)."""
         with self.lock:
             self.instances.clear()
+            self.deleting.clear()
             self.operations.clear()
             self.request_ids.clear()
             self.images.clear()
@@ -344,9 +356,9 @@ class FakeGcp:
         - ``latency``: sleep ``seconds`` before answering.
 
         ``method`` is ``instances.insert`` by default (also: instances.get, instances.list,
-        instances.delete, operations.get, images.insert, machineTypes.list, regions.get,
-        resourcePolicies.insert/get/list/delete, storage.rewrite, iam.generateAccessToken, or
-        ``*`` for any request)."""
+        instances.delete, instances.stop, instances.start, operations.get, images.insert,
+        machineTypes.list, regions.get, resourcePolicies.insert/get/list/delete,
+        storage.rewrite, iam.generateAccessToken, or ``*`` for any request)."""
         with self.lock:
             self.faults.append(Fault(kind, count, zone, method, seconds, skip))
 
@@ -393,12 +405,13 @@ class FakeGcp:
             return self.objects.get((bucket, name))
 
     def live_instances(self, project: str | None = None) -> list[dict[str, Any]]:
-        """Ground truth for tests: instances that exist and are not being deleted."""
+        """Ground truth for tests: instances that exist and are not being deleted (stopping
+        and stopped ones are live: they keep their name and disks)."""
         with self.lock:
             return [
                 dict(i)
-                for (p, _, _), i in self.instances.items()
-                if (project is None or p == project) and i["status"] not in ("STOPPING",)
+                for key, i in self.instances.items()
+                if (project is None or key[0] == project) and key not in self.deleting
             ]
 
     def boot_image_of(self, project: str, zone: str, name: str) -> str | None:
@@ -655,6 +668,8 @@ ROUTES: list[Route] = [
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances$"), "list"),
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances/{_N}$"), "get"),
     ("DELETE", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances/{_N}$"), "delete"),
+    ("POST", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances/{_N}/stop$"), "stop"),
+    ("POST", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/instances/{_N}/start$"), "start"),
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/aggregated/instances$"), "agg_instances"),
     ("GET", re.compile(rf"^/compute/v1/projects/{_P}/zones/{_Z}/operations/{_N}$"), "op_get"),
     (
@@ -731,6 +746,8 @@ FAULT_METHOD = {
     "list": "instances.list",
     "get": "instances.get",
     "delete": "instances.delete",
+    "stop": STOP,
+    "start": START,
     "agg_instances": "instances.aggregatedList",
     "op_get": "operations.get",
     "op_wait": "operations.wait",
@@ -762,6 +779,8 @@ FAULT_METHOD = {
     "iam_token": "iam.generateAccessToken",
 }
 ASYNC_FAULTS = ("stockout", "stockout_details", "quota_op")
+# The statuses in which a stop / a start has nothing to do (there already, or on the way).
+_POWER_NOOP = {"stop": ("STOPPING", "TERMINATED"), "start": ("PROVISIONING", "STAGING", "RUNNING")}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -1122,6 +1141,7 @@ class _Handler(BaseHTTPRequestHandler):
             if inst is None:
                 raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
             inst["status"] = "STOPPING"
+            fake.deleting.add((project, zone, name))
             op = fake._new_op(project, f"zones/{zone}", "delete", inst["selfLink"], inst["id"])
             if rid:
                 fake.request_ids[(project, rid)] = op
@@ -1129,8 +1149,71 @@ class _Handler(BaseHTTPRequestHandler):
             def gone() -> None:
                 if fake.instances.get((project, zone, name)) is inst:
                     del fake.instances[(project, zone, name)]
+                    fake.deleting.discard((project, zone, name))
 
             op.on_done = gone
+            return 200, op.to_json(self.base)
+
+    def _h_stop(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        return self._power(p, q, fault, "stop")
+
+    def _h_start(self, p: dict, q: dict, body: dict, fault: Fault | None) -> tuple[int, Any]:
+        return self._power(p, q, fault, "start")
+
+    def _power(self, p: dict, q: dict, fault: Fault | None, verb: str) -> tuple[int, Any]:
+        """instances.stop / instances.start: a zonal operation, the status moving when it is
+        DONE (the fake's operations have one step, so a start skips STAGING)."""
+        fake, project, zone, name = self.fake, p["project"], p["zone"], p["name"]
+        self._authorize(project, f"compute.instances.{verb}")
+        with fake.lock:
+            rid = q.get("requestId", "")
+            if rid and (project, rid) in fake.request_ids:
+                if fault is not None and fault.kind == "drop":
+                    raise _DropConnection
+                return 200, fake.request_ids[(project, rid)].to_json(self.base)
+            key = (project, zone, name)
+            inst = fake.instances.get(key)
+            if inst is None:
+                raise _not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+            mtype = inst["machineType"].rsplit("/", 1)[-1]
+            is_async = fault is not None and (
+                fault.kind in ASYNC_FAULTS or fault.kind.startswith("op:")
+            )
+            if fault is not None and not is_async and fault.kind != "drop":
+                fake._sync_fault(fault, project, zone, mtype)
+            status, dying = inst["status"], key in fake.deleting
+            if verb == "start" and (dying or status in ("STOPPING", "SUSPENDING")):
+                raise HttpError(
+                    400,
+                    f"The resource 'projects/{project}/zones/{zone}/instances/{name}' is not ready",
+                    "resourceNotReady",
+                )
+            op = fake._new_op(project, f"zones/{zone}", verb, inst["selfLink"], inst["id"])
+            op.request_id = rid
+            if rid:
+                fake.request_ids[(project, rid)] = op
+            if fault is not None and is_async:
+                # The VM stays as it was: a start that found no host leaves it TERMINATED.
+                op.error, op.http_status = fake._op_fault(fault, project, zone, mtype)
+                op.http_message = {503: "SERVICE UNAVAILABLE", 403: "FORBIDDEN"}.get(
+                    op.http_status or 0, ""
+                )
+                return 200, op.to_json(self.base)
+            # Already there or on the way: GCE answers with an operation that changes nothing.
+            there = _POWER_NOOP[verb]
+            if not dying and status not in there:
+                inst["status"] = "STOPPING" if verb == "stop" else "PROVISIONING"
+                moving, final = inst["status"], "TERMINATED" if verb == "stop" else "RUNNING"
+
+                def arrive() -> None:
+                    # Only if nothing else (a delete, the other verb) moved it meanwhile.
+                    mine = fake.instances.get(key) is inst and key not in fake.deleting
+                    if mine and inst["status"] == moving:
+                        inst["status"] = final
+
+                op.on_done = arrive
+            if fault is not None and fault.kind == "drop":
+                raise _DropConnection
             return 200, op.to_json(self.base)
 
     # -- operations -----------------------------------------------------------------------

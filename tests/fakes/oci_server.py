@@ -3,8 +3,9 @@
 
 It speaks the real paths and bodies:
 
-- Core Services (``/20160918``): instances (launch, get, list, terminate), images (create,
-  get, list, delete), shapes, compute capacity reports, subnets;
+- Core Services (``/20160918``): instances (launch, get, list, terminate, the STOP /
+  SOFTSTOP / START instance actions), images (create, get, list, delete), shapes, compute
+  capacity reports, subnets;
 - Identity (``/20160918/availabilityDomains``);
 - Limits (``/20190729/limitValues``,
   ``/20190729/services/compute/limits/{name}/resourceAvailability``);
@@ -24,7 +25,8 @@ What it enforces, as the real API does:
 - **opc-retry-token.** The same token with the same body returns the original response and
   creates nothing; the same token with a different body is 409.
 - **Host capacity.** Each (region, AD, shape) has a host count; launching past it is the real
-  stockout, 500 ``InternalError`` "Out of host capacity.".
+  stockout, 500 ``InternalError`` "Out of host capacity.". A stopped instance gives its
+  host back, so a START can meet the same stockout.
 - **Service limits.** GPUs per AD per tenancy; launching past one is 400 ``LimitExceeded``.
 - **Fault domains.** Three per AD; a launch's ``faultDomain`` is kept (an unknown one is 400
   ``InvalidParameter``), and a launch without one gets the AD's least used fault domain.
@@ -47,7 +49,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -818,13 +820,21 @@ def _list_ads(fake: FakeOci, req: Request) -> Response:
 # Core: instances --------------------------------------------------------------------------
 
 
+# Where each transitional lifecycle state is one read later.
+_NEXT_STATE = {
+    "PROVISIONING": "RUNNING",
+    "STARTING": "RUNNING",
+    "STOPPING": "STOPPED",
+    "TERMINATING": "TERMINATED",
+}
+# States in which an instance does not hold a host (a stopped BM instance gives it back).
+_HOSTLESS = frozenset({"STOPPING", "STOPPED", "TERMINATING", "TERMINATED"})
+
+
 def _instance_view(fake: FakeOci, inst: dict[str, Any]) -> dict[str, Any]:
     """Reading an instance advances its lifecycle by one step, as time would."""
     with fake._lock:
-        if inst["lifecycleState"] == "PROVISIONING":
-            inst["lifecycleState"] = "RUNNING"
-        elif inst["lifecycleState"] == "TERMINATING":
-            inst["lifecycleState"] = "TERMINATED"
+        inst["lifecycleState"] = _NEXT_STATE.get(inst["lifecycleState"], inst["lifecycleState"])
         att = fake._vnic_attachments.get(inst["id"])
         if att is not None:
             if inst["lifecycleState"] == "RUNNING":
@@ -1007,10 +1017,66 @@ def _terminate(fake: FakeOci, req: Request, instance_id: str) -> Response:
     inst = _get_instance_record(fake, req, instance_id)
     with fake._lock:
         if inst["lifecycleState"] not in ("TERMINATING", "TERMINATED"):
+            if inst["lifecycleState"] not in _HOSTLESS:  # (a stopped one gave it back already)
+                key = (inst["region"], _ad_suffix(inst["availabilityDomain"]), inst["shape"])
+                fake._hosts[key] = fake._hosts.get(key, 0) + 1
             inst["lifecycleState"] = "TERMINATING"
-            key = (inst["region"], _ad_suffix(inst["availabilityDomain"]), inst["shape"])
-            fake._hosts[key] = fake._hosts.get(key, 0) + 1
     return 204, None, {}
+
+
+_POWER_ACTIONS = frozenset({"STOP", "SOFTSTOP", "START"})
+
+
+@route("POST", f"{API}/instances/(?P<instance_id>[^/]+)", "InstanceAction")
+def _instance_action(fake: FakeOci, req: Request, instance_id: str) -> Response:
+    """InstanceAction (``POST /instances/{id}?action=``). STOP and SOFTSTOP take a RUNNING
+    instance through STOPPING to STOPPED and give its host back; START takes a host again
+    (STARTING, then RUNNING), or is 500 "Out of host capacity." when its AD has none free.
+    Asking for the state the instance is in or heading to returns it unchanged (the adapter
+    reads the state first, so it never relies on that); a transition the state does not
+    allow (START while stopping, STOP while provisioning or starting, anything once
+    terminating) is 409 ``IncorrectState``. Faults: operation ``InstanceAction`` (any
+    action) or ``InstanceAction.<ACTION>``, in the instance's AD."""
+    action = req.query.get("action", "")
+    if action not in _POWER_ACTIONS:
+        raise ApiError(400, "InvalidParameter", f"Unsupported instance action {action!r}.")
+    inst = _get_instance_record(fake, req, instance_id)
+    _fault(fake, f"InstanceAction.{action}", inst["availabilityDomain"])
+    _fault(fake, "InstanceAction", inst["availabilityDomain"])
+
+    def incorrect(state: str) -> ApiError:
+        return ApiError(
+            409, "IncorrectState", f"Instance {instance_id} is {state}: cannot {action} it."
+        )
+
+    def act() -> Response:
+        with fake._lock:
+            state = inst["lifecycleState"]
+            key = (inst["region"], _ad_suffix(inst["availabilityDomain"]), inst["shape"])
+            if action == "START":
+                if state == "STOPPED":
+                    free = fake._hosts.get(key, 0)
+                    if free <= 0:
+                        raise ApiError(500, "InternalError", CAPACITY_MESSAGE)
+                    fake._hosts[key] = free - 1
+                    inst["lifecycleState"] = "STARTING"
+                elif state not in ("PROVISIONING", "STARTING", "RUNNING"):
+                    raise incorrect(state)
+            elif state == "RUNNING":
+                fake._hosts[key] = fake._hosts.get(key, 0) + 1
+                inst["lifecycleState"] = "STOPPING"
+            elif state not in ("STOPPING", "STOPPED"):
+                raise incorrect(state)
+            view = _public(copy.deepcopy(inst))
+        headers = {
+            "opc-work-request-id": fake._next_id("coreservicesworkrequest", req.region),
+            "etag": _short(instance_id + view["lifecycleState"]),
+        }
+        return 200, view, headers
+
+    # A retry token names one action on one instance: the same token for another is a 409.
+    what = json.dumps({"instanceId": instance_id, "action": action}).encode()
+    return _idempotent(fake, replace(req, body=what), "InstanceAction", act)
 
 
 # Core: shapes and capacity reports -------------------------------------------------------
