@@ -57,6 +57,7 @@ from controlplane.api.views import (
     ReplayView,
     StatusView,
 )
+from controlplane.api.warm import WarmPools
 from controlplane.jobticks import JobTicks
 from controlplane.store.db import Store
 from providers.credentials import ExternalIdGenerator
@@ -140,6 +141,7 @@ class ControlPlaneService:
         self._endpoints = Endpoints(store)
         self._staging = Staging(store)
         self._images = Images(store, clock)
+        self._warm = WarmPools(store)
         # Explains with the loop's cold-start model and scale (the daemon passes its own).
         self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
         self._status = Status(store, clock, job_ticks)
@@ -176,6 +178,7 @@ class ControlPlaneService:
     prometheus_sd = _Part("_endpoints", Endpoints.prometheus_sd)
     list_staging = _Part("_staging", Staging.list)
     list_images = _Part("_images", Images.list)
+    list_warm_pools = _Part("_warm", WarmPools.list)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -19,6 +19,7 @@ from controlplane.cli import (
     read,
     simulate,
     staging,
+    warm,
 )
 
 app = typer.Typer(
@@ -42,6 +43,7 @@ bootstrap.register(app)
 demo.register(app)
 staging.register(app)
 images.register(app)
+warm.register(app)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from autoscaler import Decision
@@ -27,9 +28,10 @@ from controlplane.api import (
 from controlplane.api.images import ImageView
 from controlplane.api.staging import CopyView, SiteView, StagingView
 from controlplane.api.views import ExplainView, PoolEstimateView
+from controlplane.api.warm import WarmPoolsView, WarmPoolView
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
-from schema.policy import Problem, ScalingBehavior
+from schema.policy import Health, Problem, ScalingBehavior, Staging
 
 
 def ts(value: datetime | None) -> Timestamp | None:
@@ -69,6 +71,10 @@ def policy_view(view: PolicyView) -> pb.PolicyVersion:
 
 
 SCALING_FIELDS = tuple(ScalingBehavior.model_fields)  # the message mirrors the model
+# (as do these: every field is optional in the message, unset taking the model's default)
+STAGING_FIELDS = tuple(Staging.model_fields)
+HEALTH_FIELDS = tuple(Health.model_fields)
+WARM_POOL_OPTIONAL = ("max_nodes", "disk_gb")
 
 
 def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
@@ -107,15 +113,29 @@ def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
         out["regions"] = list(spec.regions)
     if spec.HasField("weights"):
         out["weights"] = {"uri": spec.weights.uri, "size_gb": spec.weights.size_gb}
+        if spec.weights.mirrors:
+            out["weights"]["mirrors"] = list(spec.weights.mirrors)
     if spec.HasField("runtime"):
         out["runtime"] = runtime_from_pb(spec.runtime)
     if spec.HasField("scaling"):
-        out["scaling"] = {
-            name: getattr(spec.scaling, name)
-            for name in SCALING_FIELDS
-            if spec.scaling.HasField(name)
-        }
+        out["scaling"] = _set_fields(spec.scaling, SCALING_FIELDS)
+    if spec.HasField("staging"):
+        out["staging"] = _set_fields(spec.staging, STAGING_FIELDS)
+    if spec.HasField("baked_image"):
+        out["baked_image"] = _set_fields(spec.baked_image, ("enabled",))
+    if spec.HasField("warm_pool"):
+        warm = _set_fields(spec.warm_pool, WARM_POOL_OPTIONAL)
+        if spec.warm_pool.mode:
+            warm["mode"] = spec.warm_pool.mode
+        out["warm_pool"] = warm
+    if spec.HasField("health"):
+        out["health"] = _set_fields(spec.health, HEALTH_FIELDS)
     return out
+
+
+def _set_fields(msg: Message, names: tuple[str, ...]) -> dict[str, Any]:
+    """The presence-carrying fields of ``msg`` the caller set."""
+    return {name: getattr(msg, name) for name in names if msg.HasField(name)}
 
 
 def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
@@ -123,6 +143,10 @@ def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
     target = spec.get("target") or {}
     weights = spec.get("weights")
     scaling = spec.get("scaling") or {}
+    # Stored specs are complete dumps, but rows written before a field existed lack it:
+    # absent is the model's default (None for staging, baked_image and warm_pool).
+    staging, baked, warm = spec.get("staging"), spec.get("baked_image"), spec.get("warm_pool")
+    health = spec.get("health")
     return pb.ModelSpec(
         name=spec.get("name", ""),
         shapes=[
@@ -143,12 +167,20 @@ def spec_to_pb(spec: Mapping[str, Any]) -> pb.ModelSpec:
         regions=spec.get("regions", []),
         priority=spec.get("priority"),
         image=spec.get("image"),
-        weights=pb.Weights(uri=weights["uri"], size_gb=weights["size_gb"]) if weights else None,
+        weights=pb.Weights(
+            uri=weights["uri"], size_gb=weights["size_gb"], mirrors=weights.get("mirrors", [])
+        )
+        if weights
+        else None,
         scale_to_zero_grace_s=spec.get("scale_to_zero_grace_s"),
         scaling=pb.ScalingBehavior(**{k: v for k, v in scaling.items() if k in SCALING_FIELDS})
         if scaling
         else None,
         runtime=pb.Runtime(**spec["runtime"]) if spec.get("runtime") else None,
+        staging=pb.Staging(**staging) if staging is not None else None,
+        baked_image=pb.BakedImage(**baked) if baked is not None else None,
+        warm_pool=pb.WarmPool(**warm) if warm is not None else None,
+        health=pb.Health(**health) if health is not None else None,
     )
 
 
@@ -450,4 +482,42 @@ def machine_image(v: ImageView) -> pb.MachineImage:
         created_at=ts(r.created_at),
         built_at=ts(r.baked_at),
         ready_at=ts(r.ready_at),
+    )
+
+
+def warm_pools(view: WarmPoolsView) -> pb.ListWarmPoolsResponse:
+    return pb.ListWarmPoolsResponse(
+        pools=[warm_pool(p) for p in view.pools],
+        nodes=view.nodes,
+        usd_per_hour=view.usd_per_hour,
+    )
+
+
+def warm_pool(v: WarmPoolView) -> pb.WarmPoolStatus:
+    p, wp = v.pool, v.policy
+    return pb.WarmPoolStatus(
+        customer=v.customer,
+        model=v.model,
+        pool_id=p.id if p else "",
+        cloud=p.cloud if p else "",
+        region=p.region if p else "",
+        instance_type=p.instance_type if p else "",
+        mode=wp.mode.value if wp else "",
+        max_nodes=wp.max_nodes if wp else 0,
+        disk_gb=wp.disk_gb if wp else 0,
+        nodes=v.nodes,
+        usd_per_hour=v.usd_per_hour,
+        node_usd_per_hour=v.node_usd_per_hour,
+        block_usd_per_gb_month=v.block_usd_per_gb_month,
+        replicas=[
+            pb.WarmReplica(
+                id=r.id,
+                state=r.state,
+                replica_state=r.replica_state,
+                nodes=r.nodes,
+                since=ts(r.since),
+                usd_per_hour=r.usd_per_hour,
+            )
+            for r in v.replicas
+        ],
     )

@@ -424,6 +424,14 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         return pb.ListImagesResponse(images=[convert.machine_image(v) for v in images])
 
     @_unary
+    def ListWarmPools(
+        self, request: pb.ListWarmPoolsRequest, context: grpc.ServicerContext
+    ) -> pb.ListWarmPoolsResponse:
+        return convert.warm_pools(
+            self.svc.list_warm_pools(request.customer or None, request.model or None)
+        )
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 

@@ -219,6 +219,120 @@ def test_deploy_with_a_runtime_round_trips(
     assert not got.HasField("image")  # unset: the engine's own
 
 
+# Every ModelSpec field set, to values other than the defaults: what GetModel returns must
+# be exactly this (nothing dropped or defaulted on the way through the store).
+FULL_SPEC = pb.ModelSpec(
+    name="mistral-7b",
+    shapes=[
+        pb.ShapeOption(shape="8xH100", max_concurrency=64, tokens_per_s=2400),
+        pb.ShapeOption(shape="2x8xH100", max_concurrency=100, tokens_per_s=3000),
+    ],
+    min_replicas=1,
+    max_replicas=6,
+    target=pb.ScalingTarget(metric="tokens_per_s", utilization=0.5),
+    latency_slo_ms=900,
+    clouds=["aws", "gcp"],
+    regions=["us-east-1", "us-central1"],
+    priority=300,
+    weights=pb.Weights(
+        uri="s3://acme-models/mistral/", size_gb=14.5, mirrors=["gs://acme-models/mistral/"]
+    ),
+    scale_to_zero_grace_s=120,
+    scaling=pb.ScalingBehavior(
+        scale_up_delay_s=30, scale_down_delay_s=90, max_scale_up_rate=4, max_scale_down_rate=3
+    ),
+    runtime=pb.Runtime(
+        engine="sglang",
+        image="ghcr.io/acme/sglang:1",
+        args=["--trust-remote-code"],
+        env={"A": "1"},
+        port=9000,
+        tensor_parallel=8,
+        pipeline_parallel=1,
+    ),
+    staging=pb.Staging(enabled=True, regions_ahead=3),
+    baked_image=pb.BakedImage(enabled=False),
+    warm_pool=pb.WarmPool(max_nodes=4, mode="ready", disk_gb=500),
+    health=pb.Health(failure_threshold=5, timeout_s=1.5, drain_timeout_s=45),
+)
+
+
+def test_every_spec_field_round_trips_through_deploy_and_get(
+    client: ControlPlaneClient, applied: pb.ApplyPolicyResponse
+) -> None:
+    deployed = client.stub.DeployModel(pb.DeployModelRequest(customer="acme", spec=FULL_SPEC))
+    got = client.stub.GetModel(pb.GetModelRequest(customer="acme", name=FULL_SPEC.name))
+    assert got.spec == FULL_SPEC, got.spec
+    assert deployed.spec == FULL_SPEC
+    [listed] = [
+        m for m in client.stub.ListModels(pb.ListModelsRequest()).models if m.name == "mistral-7b"
+    ]
+    assert listed.spec == FULL_SPEC
+
+
+def test_cold_start_settings_default_as_in_a_policy_file(
+    client: ControlPlaneClient, applied: pb.ApplyPolicyResponse
+) -> None:
+    """Set but empty messages take the policy's defaults; unset ones stay unset."""
+    spec = _spec(
+        weights=pb.Weights(uri="s3://acme-models/mistral/", size_gb=14.5),
+        staging=pb.Staging(),
+        baked_image=pb.BakedImage(),
+        warm_pool=pb.WarmPool(max_nodes=2),
+    )
+    got = client.stub.DeployModel(pb.DeployModelRequest(customer="acme", spec=spec)).spec
+    assert (got.staging.enabled, got.staging.regions_ahead, got.baked_image.enabled) == (
+        True,
+        1,
+        True,
+    )
+    assert (got.warm_pool.max_nodes, got.warm_pool.mode, got.warm_pool.disk_gb) == (
+        2,
+        "stopped",
+        200,
+    )
+    assert (got.health.failure_threshold, got.health.drain_timeout_s) == (3, 30)
+    assert list(got.weights.mirrors) == []
+    bare = client.stub.GetModel(pb.GetModelRequest(customer="acme", name="llama-8b")).spec
+    assert not bare.HasField("staging") and not bare.HasField("baked_image")
+    assert not bare.HasField("warm_pool") and bare.health.timeout_s == 2.0
+
+    # UpdateModel with a mask: a named field set changes it, a named field unset drops it.
+    updated = client.stub.UpdateModel(
+        pb.UpdateModelRequest(
+            customer="acme",
+            spec=pb.ModelSpec(name="mistral-7b", warm_pool=pb.WarmPool(max_nodes=3, mode="ready")),
+            update_mask=FieldMask(paths=["warm_pool", "staging"]),
+        )
+    ).spec
+    assert (updated.warm_pool.max_nodes, updated.warm_pool.mode) == (3, "ready")
+    assert not updated.HasField("staging") and updated.baked_image.enabled
+
+
+def test_a_policy_files_cold_start_settings_show_in_get_model(
+    client: ControlPlaneClient,
+) -> None:
+    text = edited(
+        example_policy(),
+        "      uri: s3://acme-models/llama-3.1-70b-instruct/\n      size_gb: 141\n",
+        "      uri: s3://acme-models/llama-3.1-70b-instruct/\n      size_gb: 141\n"
+        "      mirrors: [gs://acme-models/llama-3.1-70b-instruct/]\n"
+        "    staging: {regions_ahead: 2}\n"
+        "    baked_image: {}\n"
+        "    warm_pool: {max_nodes: 2, disk_gb: 300}\n"
+        "    health: {failure_threshold: 4}\n",
+    )
+    client.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=text, source="policy.yaml"))
+    got = client.stub.GetModel(pb.GetModelRequest(customer="acme", name="llama-70b"))
+    assert got.source == "policy"
+    spec = got.spec
+    assert list(spec.weights.mirrors) == ["gs://acme-models/llama-3.1-70b-instruct/"]
+    assert spec.staging == pb.Staging(enabled=True, regions_ahead=2)
+    assert spec.baked_image == pb.BakedImage(enabled=True)
+    assert spec.warm_pool == pb.WarmPool(max_nodes=2, mode="stopped", disk_gb=300)
+    assert spec.health == pb.Health(failure_threshold=4, timeout_s=2.0, drain_timeout_s=30)
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
@@ -242,6 +356,32 @@ def test_deploy_with_a_runtime_round_trips(
         (_spec(runtime=pb.Runtime(engine="tgi")), "spec.runtime.engine"),
         (_spec(runtime=pb.Runtime(port=22)), "spec.runtime.port"),
         (_spec(runtime=pb.Runtime(tensor_parallel=2)), "spec.runtime.tensor_parallel"),
+        (_spec(warm_pool=pb.WarmPool(max_nodes=0)), "spec.warm_pool.max_nodes"),
+        (_spec(warm_pool=pb.WarmPool(max_nodes=1001)), "spec.warm_pool.max_nodes"),
+        (_spec(warm_pool=pb.WarmPool()), "spec.warm_pool.max_nodes"),  # required
+        (  # a bound that holds no replica of the smallest shape (a 2-node gang)
+            _spec(
+                shapes=[pb.ShapeOption(shape="2x8xH100", max_concurrency=1)],
+                warm_pool=pb.WarmPool(max_nodes=1),
+            ),
+            "spec.warm_pool.max_nodes",
+        ),
+        (_spec(warm_pool=pb.WarmPool(max_nodes=1, mode="hot")), "spec.warm_pool.mode"),
+        (_spec(warm_pool=pb.WarmPool(max_nodes=1, disk_gb=0)), "spec.warm_pool.disk_gb"),
+        (
+            _spec(
+                weights=pb.Weights(uri="s3://m/", size_gb=1),
+                staging=pb.Staging(regions_ahead=21),
+            ),
+            "spec.staging.regions_ahead",
+        ),
+        (_spec(staging=pb.Staging()), "spec.staging"),  # nothing to stage: no weights
+        (
+            _spec(weights=pb.Weights(uri="s3://m/", size_gb=1, mirrors=["s3://other/"])),
+            "spec.weights.mirrors[0]",
+        ),
+        (_spec(health=pb.Health(failure_threshold=0)), "spec.health.failure_threshold"),
+        (_spec(health=pb.Health(timeout_s=0)), "spec.health.timeout_s"),
     ],
 )
 def test_deploy_invalid_spec_is_invalid_argument_naming_the_field(
@@ -307,6 +447,8 @@ BAD_REQUESTS: list[tuple[str, Any, grpc.StatusCode]] = [
     ("CordonPool", pb.CordonPoolRequest(), grpc.StatusCode.INVALID_ARGUMENT),
     ("CordonPool", pb.CordonPoolRequest(pool_id="a/b/c/d"), grpc.StatusCode.NOT_FOUND),
     ("ListNodes", pb.ListNodesRequest(states=["asleep"]), grpc.StatusCode.INVALID_ARGUMENT),
+    ("ListWarmPools", pb.ListWarmPoolsRequest(model="ghost"), grpc.StatusCode.NOT_FOUND),
+    ("ListWarmPools", pb.ListWarmPoolsRequest(customer="ghost"), grpc.StatusCode.NOT_FOUND),
 ]
 
 

@@ -97,7 +97,7 @@ class PolicyVersion(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., version: _Optional[int] = ..., sha256: _Optional[str] = ..., applied_by: _Optional[str] = ..., applied_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ..., yaml: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s", "scaling", "runtime")
+    __slots__ = ("name", "shapes", "min_replicas", "max_replicas", "target", "latency_slo_ms", "clouds", "regions", "priority", "image", "weights", "scale_to_zero_grace_s", "scaling", "runtime", "staging", "baked_image", "warm_pool", "health")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHAPES_FIELD_NUMBER: _ClassVar[int]
     MIN_REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,10 @@ class ModelSpec(_message.Message):
     SCALE_TO_ZERO_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     SCALING_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    STAGING_FIELD_NUMBER: _ClassVar[int]
+    BAKED_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    WARM_POOL_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     name: str
     shapes: _containers.RepeatedCompositeFieldContainer[ShapeOption]
     min_replicas: int
@@ -126,7 +130,45 @@ class ModelSpec(_message.Message):
     scale_to_zero_grace_s: float
     scaling: ScalingBehavior
     runtime: Runtime
-    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ..., scaling: _Optional[_Union[ScalingBehavior, _Mapping]] = ..., runtime: _Optional[_Union[Runtime, _Mapping]] = ...) -> None: ...
+    staging: Staging
+    baked_image: BakedImage
+    warm_pool: WarmPool
+    health: Health
+    def __init__(self, name: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ShapeOption, _Mapping]]] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., target: _Optional[_Union[ScalingTarget, _Mapping]] = ..., latency_slo_ms: _Optional[int] = ..., clouds: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., weights: _Optional[_Union[Weights, _Mapping]] = ..., scale_to_zero_grace_s: _Optional[float] = ..., scaling: _Optional[_Union[ScalingBehavior, _Mapping]] = ..., runtime: _Optional[_Union[Runtime, _Mapping]] = ..., staging: _Optional[_Union[Staging, _Mapping]] = ..., baked_image: _Optional[_Union[BakedImage, _Mapping]] = ..., warm_pool: _Optional[_Union[WarmPool, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ...) -> None: ...
+
+class Staging(_message.Message):
+    __slots__ = ("enabled", "regions_ahead")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    regions_ahead: int
+    def __init__(self, enabled: _Optional[bool] = ..., regions_ahead: _Optional[int] = ...) -> None: ...
+
+class BakedImage(_message.Message):
+    __slots__ = ("enabled",)
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    def __init__(self, enabled: _Optional[bool] = ...) -> None: ...
+
+class WarmPool(_message.Message):
+    __slots__ = ("max_nodes", "mode", "disk_gb")
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DISK_GB_FIELD_NUMBER: _ClassVar[int]
+    max_nodes: int
+    mode: str
+    disk_gb: int
+    def __init__(self, max_nodes: _Optional[int] = ..., mode: _Optional[str] = ..., disk_gb: _Optional[int] = ...) -> None: ...
+
+class Health(_message.Message):
+    __slots__ = ("failure_threshold", "timeout_s", "drain_timeout_s")
+    FAILURE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    failure_threshold: int
+    timeout_s: float
+    drain_timeout_s: float
+    def __init__(self, failure_threshold: _Optional[int] = ..., timeout_s: _Optional[float] = ..., drain_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Runtime(_message.Message):
     __slots__ = ("engine", "image", "args", "env", "port", "tensor_parallel", "pipeline_parallel")
@@ -184,12 +226,14 @@ class ScalingTarget(_message.Message):
     def __init__(self, metric: _Optional[str] = ..., utilization: _Optional[float] = ...) -> None: ...
 
 class Weights(_message.Message):
-    __slots__ = ("uri", "size_gb")
+    __slots__ = ("uri", "size_gb", "mirrors")
     URI_FIELD_NUMBER: _ClassVar[int]
     SIZE_GB_FIELD_NUMBER: _ClassVar[int]
+    MIRRORS_FIELD_NUMBER: _ClassVar[int]
     uri: str
     size_gb: float
-    def __init__(self, uri: _Optional[str] = ..., size_gb: _Optional[float] = ...) -> None: ...
+    mirrors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, uri: _Optional[str] = ..., size_gb: _Optional[float] = ..., mirrors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Model(_message.Message):
     __slots__ = ("customer", "name", "source", "spec", "desired_replicas", "reason", "ready_replicas", "starting_replicas", "provisioning_replicas", "draining_replicas", "pinned_replicas", "paused", "created_at", "updated_at", "deleted_at", "replicas_by_state")
@@ -748,6 +792,72 @@ class ListImagesResponse(_message.Message):
     IMAGES_FIELD_NUMBER: _ClassVar[int]
     images: _containers.RepeatedCompositeFieldContainer[MachineImage]
     def __init__(self, images: _Optional[_Iterable[_Union[MachineImage, _Mapping]]] = ...) -> None: ...
+
+class ListWarmPoolsRequest(_message.Message):
+    __slots__ = ("customer", "model")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class WarmReplica(_message.Message):
+    __slots__ = ("id", "state", "replica_state", "nodes", "since", "usd_per_hour")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_STATE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: str
+    replica_state: str
+    nodes: int
+    since: _timestamp_pb2.Timestamp
+    usd_per_hour: float
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., replica_state: _Optional[str] = ..., nodes: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usd_per_hour: _Optional[float] = ...) -> None: ...
+
+class WarmPoolStatus(_message.Message):
+    __slots__ = ("customer", "model", "pool_id", "cloud", "region", "instance_type", "mode", "max_nodes", "disk_gb", "nodes", "usd_per_hour", "node_usd_per_hour", "block_usd_per_gb_month", "replicas")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    DISK_GB_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    NODE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_USD_PER_GB_MONTH_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    pool_id: str
+    cloud: str
+    region: str
+    instance_type: str
+    mode: str
+    max_nodes: int
+    disk_gb: int
+    nodes: int
+    usd_per_hour: float
+    node_usd_per_hour: float
+    block_usd_per_gb_month: float
+    replicas: _containers.RepeatedCompositeFieldContainer[WarmReplica]
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., pool_id: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., mode: _Optional[str] = ..., max_nodes: _Optional[int] = ..., disk_gb: _Optional[int] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ..., node_usd_per_hour: _Optional[float] = ..., block_usd_per_gb_month: _Optional[float] = ..., replicas: _Optional[_Iterable[_Union[WarmReplica, _Mapping]]] = ...) -> None: ...
+
+class ListWarmPoolsResponse(_message.Message):
+    __slots__ = ("pools", "nodes", "usd_per_hour")
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[WarmPoolStatus]
+    nodes: int
+    usd_per_hour: float
+    def __init__(self, pools: _Optional[_Iterable[_Union[WarmPoolStatus, _Mapping]]] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ...) -> None: ...
 
 class WatchEndpointsRequest(_message.Message):
     __slots__ = ("customer", "model", "since_revision")

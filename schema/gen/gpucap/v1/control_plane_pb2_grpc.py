@@ -149,6 +149,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.FromString,
                 _registered_method=True)
+        self.ListWarmPools = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/ListWarmPools',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -342,6 +347,15 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWarmPools(self, request, context):
+        """Warm pools: per model and pool, the replicas waiting to be resumed instead of created
+        (and those filling, stopping or being resumed), with what they cost while they wait.
+        An unknown customer or model is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -481,6 +495,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListImages,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.SerializeToString,
+            ),
+            'ListWarmPools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWarmPools,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1119,6 +1138,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListImages',
             gpucap_dot_v1_dot_control__plane__pb2.ListImagesRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListImagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWarmPools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/ListWarmPools',
+            gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.FromString,
             options,
             channel_credentials,
             insecure,
