@@ -63,7 +63,7 @@ from providers.base import (
     Provider,
     ownership_tags,
 )
-from providers.errors import ProviderError, Throttled, TransientError
+from providers.errors import NotFound, ProviderError, Throttled, TransientError
 from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
 from schema.policy import WarmMode
@@ -643,10 +643,11 @@ def _start_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> None
     """A warm node's start failed. Throttling and 5xx: try again next pass. Anything else
     (no host for it in its zone, most often): the replica goes back to the warm pool, the
     offering is blocked at the error's scope, and the next place pass launches a fresh
-    create in the next best pool (it still lacks the capacity)."""
+    create in the next best pool (it still lacks the capacity). An instance that is gone
+    blocks nothing: the next pass sees it gone and fails the node (``step_warm``)."""
     ctx.telemetry.provider_errors.labels(n.cloud, n.account, err.kind).inc()
     log.warning("provider_error", node=n.id, pool=n.pool_id, error=str(err), verb="start")
-    if isinstance(err, Throttled | TransientError):
+    if isinstance(err, Throttled | TransientError | NotFound):
         return
     block = block_for(err, n.region, n.zone, n.instance_type, n.pool_id, ttls(ctx.tuning))
     now, now_dt = ctx.now(), ctx.now_dt()
@@ -657,7 +658,8 @@ def _start_failed(ctx: LoopContext, n: NodeSnapshot, err: ProviderError) -> None
         replica = row.replica
         for node in replica.nodes:
             if node.state == NodeState.RESUMING.value:
-                node.state, node.stopped_at = NodeState.STOPPED.value, now_dt
+                # Still stopped since it stopped (its bill too): only the resume is undone.
+                node.state, node.resuming_at = NodeState.STOPPED.value, None
         replica.warm, replica.resumed_at = True, None
         entry = Unavailable.from_block(n.account, block, now, f"{err.kind}: {err.message}"[:1000])
         blocked = record_unavailable(s, n.customer, entry)

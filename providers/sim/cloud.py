@@ -20,6 +20,7 @@ from providers.errors import (
     CapacityUnavailable,
     InUse,
     InvalidRequest,
+    NotFound,
     ProviderError,
     QuotaExceeded,
     Scope,
@@ -45,6 +46,9 @@ class SimTimings:
     serve_s: float = 6.0  # running -> model server healthy (bootstrap+image+weights+init)
     terminate_s: float = 1.0  # terminate -> gone (and stop -> stopped)
     start_s: float = 1.0  # start of a stopped instance -> running (a warm node's T_vm)
+    # running again after a start -> model server healthy (None: ``serve_s``); a resumed
+    # node is pre-initialised, so a simulation may give it less than a new one's
+    resume_serve_s: float | None = None
 
 
 @dataclass
@@ -190,7 +194,10 @@ class SimCloud:
                 return False
             timings = self.timings_for(inst)
             if inst.started_at is not None:
-                return self.clock() - inst.started_at >= timings.start_s + timings.serve_s
+                serve = (
+                    timings.serve_s if timings.resume_serve_s is None else timings.resume_serve_s
+                )
+                return self.clock() - inst.started_at >= timings.start_s + serve
             return self.clock() - inst.created_at >= timings.boot_s + timings.serve_s
 
     def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
@@ -448,19 +455,22 @@ class SimCloud:
 
     def start(self, account: str, instance_id: str) -> None:
         """Start a stopped instance on a host of its zone: CapacityUnavailable (zone scope)
-        when none is free, or an injected fault; a running or starting one is success; a
-        stopping one is refused (as EC2's IncorrectInstanceState). A local node boots its
-        user data again (its bootstrap re-runs: weights on instance storage are gone)."""
+        when none is free, or an injected fault; a running or starting one is success; an
+        unknown or terminated one is NotFound, a stopping one a retryable TransientError (the
+        provider contract, ``providers/base.py``). A local node boots its user data again
+        (its bootstrap re-runs: weights on instance storage are gone)."""
         with self._lock:
             inst = self.instances.get(instance_id)
             if inst is None or inst.account != account:
-                raise InvalidRequest(f"no instance {instance_id}", code="SimUnknownInstance")
+                raise NotFound(f"no instance {instance_id}", code="SimUnknownInstance")
             status = self.status(inst)
             if status in (InstanceStatus.PENDING, InstanceStatus.RUNNING):
                 return
+            if status == InstanceStatus.TERMINATED or inst.terminate_requested_at is not None:
+                raise NotFound(f"{instance_id} is terminated", code="SimUnknownInstance")
             if status != InstanceStatus.STOPPED:
-                raise InvalidRequest(
-                    f"{instance_id} is {status.value}", code="SimIncorrectInstanceState"
+                raise TransientError(
+                    f"{instance_id} is still {status.value}", code="SimIncorrectInstanceState"
                 )
             region, it = inst.region, inst.instance_type
             self._take_fault(inst.cloud, account, inst.zone, region, it)

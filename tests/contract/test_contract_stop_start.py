@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from providers.base import TAG_INTENT, TAG_POOL, CloudNode, InstanceStatus, NodeRequest
-from providers.errors import CapacityUnavailable, InvalidRequest, NotFound, Scope
+from providers.errors import CapacityUnavailable, NotFound, Scope
 from tests.contract.harness import Harness
 from tests.contract.test_contract import _request
 
@@ -55,20 +55,6 @@ def _same_node(seen: CloudNode, before: CloudNode) -> None:
     assert seen.zone == before.zone
     assert seen.instance_type == before.instance_type
     assert dict(seen.tags) == dict(before.tags)
-
-
-def _sim_refuses_gone_starts(h: Harness, request: pytest.FixtureRequest) -> None:
-    # providers/sim/cloud.py SimCloud.start answers an unknown or terminated instance with
-    # InvalidRequest (SimUnknownInstance / SimIncorrectInstanceState), not the contract's
-    # NotFound. Strict: once the simulator follows the contract this marker must go.
-    if type(h).__name__ == "SimHarness":
-        request.applymarker(
-            pytest.mark.xfail(
-                raises=InvalidRequest,
-                strict=True,
-                reason="the simulator raises InvalidRequest for a start of a gone instance",
-            )
-        )
 
 
 def test_a_stopped_node_is_described_and_listed_as_stopped_not_gone(harness: Harness) -> None:
@@ -150,19 +136,13 @@ def test_stop_of_an_unknown_or_terminated_instance_is_success(harness: Harness) 
     assert gone is None or gone.status == InstanceStatus.TERMINATED
 
 
-def test_start_of_an_unknown_instance_is_not_found(
-    harness: Harness, request: pytest.FixtureRequest
-) -> None:
-    _sim_refuses_gone_starts(harness, request)
+def test_start_of_an_unknown_instance_is_not_found(harness: Harness) -> None:
     with pytest.raises(NotFound) as info:
         harness.provider.start_node(harness.region, harness.unknown_instance_id)
     assert info.value.retryable is False
 
 
-def test_start_of_a_terminated_instance_is_not_found_and_starts_nothing(
-    harness: Harness, request: pytest.FixtureRequest
-) -> None:
-    _sim_refuses_gone_starts(harness, request)
+def test_start_of_a_terminated_instance_is_not_found_and_starts_nothing(harness: Harness) -> None:
     req = _request(harness)
     node = _stopped(harness, req)
     harness.provider.terminate_node(harness.region, node.instance_id)

@@ -6,8 +6,8 @@ row's numbers; by capacity tier (committed, on-demand, shared = overflow), repli
 cost; and per stockout window, how long each model took to have its desired capacity ready
 again. Only the measured window counts (after the warm-up): GPU time of each node from its
 request (``pending_at``) to its release (``terminated_at``, or ``failed_at`` for an
-instance lost), clipped to the window; a node whose create never made an instance costs
-nothing."""
+instance lost), less the time it waited stopped in a warm pool, clipped to the window; a
+node whose create never made an instance costs nothing."""
 
 from __future__ import annotations
 
@@ -77,9 +77,22 @@ def outcome(done: Replayed) -> FullLoopOutcome:
     with done.store.session() as s:
         names = {m.id: m.name for m in s.scalars(select(Model))}
         pools = {p.id: p for p in s.scalars(select(Pool))}
+
+        def billed_h(n: Node) -> float:
+            """From request to release, less the time it waited stopped in a warm pool
+            (a stopped instance bills its volumes only: coldstart.md §4)."""
+            released = epoch(n.terminated_at or n.failed_at)
+            stopped = epoch(n.stopped_at)
+            if stopped is None:
+                return clipped_h(epoch(n.pending_at), released)
+            resumed = epoch(n.resuming_at)
+            back = resumed if resumed is not None and resumed >= stopped else None
+            hours = clipped_h(epoch(n.pending_at), stopped)
+            return hours + (clipped_h(back, released) if back is not None else 0.0)
+
         used = sorted(  # (in an order of the values, not of the random intent ids)
             (
-                clipped_h(epoch(n.pending_at), epoch(n.terminated_at or n.failed_at)),
+                billed_h(n),
                 names[model_id],
                 n.pool_id,
                 n.instance_type,

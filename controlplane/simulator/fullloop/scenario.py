@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from coldstart.model import Phases
 from controlplane.simulator.fullloop.serving import ModelLoad
 from controlplane.simulator.setup import build_runs
 from controlplane.simulator.traces import Trace
@@ -27,6 +28,8 @@ from schema.fleet import ColdStartOverride, ColdStartPhases, Fleet, ModelSpec, S
 from schema.policy import Model as PolicyModel
 from schema.policy import Policy, ScalingTarget
 from schema.types import Cloud
+
+WARM_VM_S = Phases().warm_vm_s  # coldstart.md §5: T_vm from a stopped warm pool, 1-2 min
 
 CUSTOMER = "sim"
 # The stock of a pool without a limit: more nodes than any replay launches.
@@ -101,7 +104,14 @@ class Scenario:
         if override is not None:
             p = override.apply(p)
         return SimTimings(
-            boot_s=p.node_s, serve_s=p.total_s - p.node_s, terminate_s=SimTimings().terminate_s
+            boot_s=p.node_s,
+            serve_s=p.total_s - p.node_s,
+            terminate_s=SimTimings().terminate_s,
+            # A stopped warm node (coldstart.md §4-§5): 1-2 min back to running; it kept its
+            # bootstrap and image, and fetches and loads its weights again (instance-store
+            # NVMe does not survive a stop).
+            start_s=WARM_VM_S,
+            resume_serve_s=p.image_pull_s + p.weight_fetch_s + p.load_init_s,
         )
 
     def profiled_service_s(self) -> dict[str, float]:
