@@ -859,6 +859,120 @@ class ListWarmPoolsResponse(_message.Message):
     usd_per_hour: float
     def __init__(self, pools: _Optional[_Iterable[_Union[WarmPoolStatus, _Mapping]]] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ...) -> None: ...
 
+class AuditRequest(_message.Message):
+    __slots__ = ("account", "customer")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    account: str
+    customer: str
+    def __init__(self, account: _Optional[str] = ..., customer: _Optional[str] = ...) -> None: ...
+
+class AuditInstance(_message.Message):
+    __slots__ = ("instance_id", "state", "zone", "instance_type", "customer")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    state: str
+    zone: str
+    instance_type: str
+    customer: str
+    def __init__(self, instance_id: _Optional[str] = ..., state: _Optional[str] = ..., zone: _Optional[str] = ..., instance_type: _Optional[str] = ..., customer: _Optional[str] = ...) -> None: ...
+
+class AuditFinding(_message.Message):
+    __slots__ = ("category", "reason", "customer", "cloud", "account", "region", "intent_id", "kind", "node_state", "tracked_instance_id", "instances", "age_s", "state_age_s", "detail")
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    INTENT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NODE_STATE_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    AGE_S_FIELD_NUMBER: _ClassVar[int]
+    STATE_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    category: str
+    reason: str
+    customer: str
+    cloud: str
+    account: str
+    region: str
+    intent_id: str
+    kind: str
+    node_state: str
+    tracked_instance_id: str
+    instances: _containers.RepeatedCompositeFieldContainer[AuditInstance]
+    age_s: float
+    state_age_s: float
+    detail: str
+    def __init__(self, category: _Optional[str] = ..., reason: _Optional[str] = ..., customer: _Optional[str] = ..., cloud: _Optional[str] = ..., account: _Optional[str] = ..., region: _Optional[str] = ..., intent_id: _Optional[str] = ..., kind: _Optional[str] = ..., node_state: _Optional[str] = ..., tracked_instance_id: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[AuditInstance, _Mapping]]] = ..., age_s: _Optional[float] = ..., state_age_s: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class AuditSite(_message.Message):
+    __slots__ = ("cloud", "account", "region", "customer", "owner", "tracked", "in_cloud", "stopped", "settling", "leaked", "lost", "duplicated", "error", "findings")
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_FIELD_NUMBER: _ClassVar[int]
+    IN_CLOUD_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    SETTLING_FIELD_NUMBER: _ClassVar[int]
+    LEAKED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    cloud: str
+    account: str
+    region: str
+    customer: str
+    owner: str
+    tracked: int
+    in_cloud: int
+    stopped: int
+    settling: int
+    leaked: int
+    lost: int
+    duplicated: int
+    error: str
+    findings: _containers.RepeatedCompositeFieldContainer[AuditFinding]
+    def __init__(self, cloud: _Optional[str] = ..., account: _Optional[str] = ..., region: _Optional[str] = ..., customer: _Optional[str] = ..., owner: _Optional[str] = ..., tracked: _Optional[int] = ..., in_cloud: _Optional[int] = ..., stopped: _Optional[int] = ..., settling: _Optional[int] = ..., leaked: _Optional[int] = ..., lost: _Optional[int] = ..., duplicated: _Optional[int] = ..., error: _Optional[str] = ..., findings: _Optional[_Iterable[_Union[AuditFinding, _Mapping]]] = ...) -> None: ...
+
+class AuditResponse(_message.Message):
+    __slots__ = ("sites", "tracked", "in_cloud", "stopped", "settling", "leaked", "lost", "duplicated", "unreachable", "clean", "grace_s", "at")
+    SITES_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_FIELD_NUMBER: _ClassVar[int]
+    IN_CLOUD_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
+    SETTLING_FIELD_NUMBER: _ClassVar[int]
+    LEAKED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    sites: _containers.RepeatedCompositeFieldContainer[AuditSite]
+    tracked: int
+    in_cloud: int
+    stopped: int
+    settling: int
+    leaked: int
+    lost: int
+    duplicated: int
+    unreachable: int
+    clean: bool
+    grace_s: float
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, sites: _Optional[_Iterable[_Union[AuditSite, _Mapping]]] = ..., tracked: _Optional[int] = ..., in_cloud: _Optional[int] = ..., stopped: _Optional[int] = ..., settling: _Optional[int] = ..., leaked: _Optional[int] = ..., lost: _Optional[int] = ..., duplicated: _Optional[int] = ..., unreachable: _Optional[int] = ..., clean: _Optional[bool] = ..., grace_s: _Optional[float] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class WatchEndpointsRequest(_message.Message):
     __slots__ = ("customer", "model", "since_revision")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]

@@ -154,6 +154,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.FromString,
                 _registered_method=True)
+        self.Audit = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/Audit',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -356,6 +361,16 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Audit(self, request, context):
+        """On-call's audit: what the store tracks against what each cloud lists with gpucap's
+        ownership tags, per account and region (one list call each): tracked, in the cloud,
+        leaked, lost and duplicated instances. Needs the daemon's provider access
+        (FAILED_PRECONDITION without it); an account or customer no policy has is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -500,6 +515,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListWarmPools,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.SerializeToString,
+            ),
+            'Audit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Audit,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1165,6 +1185,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/ListWarmPools',
             gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.ListWarmPoolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Audit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/Audit',
+            gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.FromString,
             options,
             channel_credentials,
             insecure,
