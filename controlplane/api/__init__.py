@@ -25,6 +25,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from autoscaler import Autoscaler, GpucapAutoscaler
 from coldstart import ColdStartModel
+from controlplane.api.audit import Audit
 from controlplane.api.decisions import Decisions, is_replayable
 from controlplane.api.endpoints import Endpoint, Endpoints, EndpointsSnapshot
 from controlplane.api.errors import (
@@ -59,6 +60,7 @@ from controlplane.api.views import (
 )
 from controlplane.api.warm import WarmPools
 from controlplane.jobticks import JobTicks
+from controlplane.loop.context import ProviderResolver
 from controlplane.store.db import Store
 from providers.credentials import ExternalIdGenerator
 
@@ -128,6 +130,7 @@ class ControlPlaneService:
         job_ticks: JobTicks | None = None,
         coldstart: ColdStartModel | None = None,
         cold_start_scale: float = 1.0,
+        providers: ProviderResolver | None = None,
     ) -> None:
         self.store = store
         tx = Tx(store, clock)
@@ -145,6 +148,8 @@ class ControlPlaneService:
         # Explains with the loop's cold-start model and scale (the daemon passes its own).
         self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
         self._status = Status(store, clock, job_ticks)
+        # The audit lists the clouds through the loop's own resolver (None: no cloud access).
+        self._audit = Audit(store, clock, providers)
         self.started_at = self._status.started_at
 
     validate_policy = _Part("_policies", Policies.validate)
@@ -179,6 +184,7 @@ class ControlPlaneService:
     list_staging = _Part("_staging", Staging.list)
     list_images = _Part("_images", Images.list)
     list_warm_pools = _Part("_warm", WarmPools.list)
+    audit = _Part("_audit", Audit.run)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

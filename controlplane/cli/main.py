@@ -7,6 +7,7 @@ import typer
 
 from controlplane.cli import (
     account,
+    audit,
     bootstrap,
     daemon,
     db,
@@ -44,6 +45,7 @@ demo.register(app)
 staging.register(app)
 images.register(app)
 warm.register(app)
+audit.register(app)
 
 
 def main() -> None:

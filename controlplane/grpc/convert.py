@@ -29,7 +29,9 @@ from controlplane.api.images import ImageView
 from controlplane.api.staging import CopyView, SiteView, StagingView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.api.warm import WarmPoolsView, WarmPoolView
+from controlplane.audit import AuditReport, Category, Finding, SiteReport
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
+from providers.base import TAG_CUSTOMER, CloudNode
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Health, Problem, ScalingBehavior, Staging
 
@@ -520,4 +522,72 @@ def warm_pool(v: WarmPoolView) -> pb.WarmPoolStatus:
             )
             for r in v.replicas
         ],
+    )
+
+
+def audit(report: AuditReport) -> pb.AuditResponse:
+    n = report.totals
+    return pb.AuditResponse(
+        sites=[audit_site(r) for r in report.sites],
+        tracked=n["tracked"],
+        in_cloud=n["in_cloud"],
+        stopped=n["stopped"],
+        settling=n["settling"],
+        leaked=n["leaked"],
+        lost=n["lost"],
+        duplicated=n["duplicated"],
+        unreachable=n["unreachable"],
+        clean=report.clean,
+        grace_s=report.grace_s,
+        at=ts(datetime.fromtimestamp(report.at, UTC)),
+    )
+
+
+def audit_site(r: SiteReport) -> pb.AuditSite:
+    s = r.site
+    return pb.AuditSite(
+        cloud=s.cloud,
+        account=s.account,
+        region=s.region,
+        customer=s.customer,
+        owner=s.owner,
+        tracked=r.tracked,
+        in_cloud=r.in_cloud,
+        stopped=r.stopped,
+        settling=r.settling,
+        leaked=r.count(Category.LEAKED),
+        lost=r.count(Category.LOST),
+        duplicated=r.count(Category.DUPLICATED),
+        error=r.error or "",
+        findings=[audit_finding(f) for f in r.findings],
+    )
+
+
+def audit_finding(f: Finding) -> pb.AuditFinding:
+    row = f.intent
+    return pb.AuditFinding(
+        category=f.category.value,
+        reason=f.reason.value,
+        customer=f.customer,
+        cloud=f.site.cloud,
+        account=f.site.account,
+        region=f.site.region,
+        intent_id=f.intent_id,
+        kind=row.kind if row else "",
+        node_state=row.state if row else "",
+        tracked_instance_id=(row.instance_id or "") if row else "",
+        instances=[audit_instance(c) for c in f.instances],
+        age_s=f.age_s,
+        state_age_s=f.state_age_s,
+        detail=f.detail,
+    )
+
+
+def audit_instance(c: CloudNode) -> pb.AuditInstance:
+    return pb.AuditInstance(
+        instance_id=c.instance_id,
+        state=c.status.value,
+        zone=c.zone,
+        instance_type=c.instance_type,
+        customer=c.tags.get(TAG_CUSTOMER, ""),
     )

@@ -432,6 +432,12 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         )
 
     @_unary
+    def Audit(self, request: pb.AuditRequest, context: grpc.ServicerContext) -> pb.AuditResponse:
+        return convert.audit(
+            self.svc.audit(request.account or None, customer=request.customer or None)
+        )
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 
