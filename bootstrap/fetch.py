@@ -15,7 +15,11 @@ straight into the mapped file was not faster: a page fault per 4 KiB.)
   single-part object (ETag = MD5) and a GCS object (``md5Hash``) are hashed once written.
 - Resumable: every range written is appended to ``<file>.gpucap-ranges``; a run after an
   interruption (a crash, a reboot, an expired credential) fetches only what is missing.
-- A file whose checksum does not match is fetched again whole, once; then the run fails.
+- A file whose checksum does not match is fetched again whole, once; then the run fails
+  (and the bootstrap tries its next source: a corrupted copy is never served).
+- ``<dest>/.gpucap-fetch`` names the source being fetched and each file verified from it:
+  a run from the same source skips those files, a run from another source first removes
+  the partial files of the previous one (its ranges may be cut elsewhere).
 - Credentials are the node's own: S3 from the environment or the instance profile (IMDSv2),
   signed with SigV4; GCS a token from the metadata server. Nothing is logged but URIs.
 
@@ -49,6 +53,7 @@ BUFFER = 8 * MiB  # one readinto at most this much
 # CPU for its copies and hashing, so a small machine runs fewer.
 CONNECTIONS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 ATTEMPTS = 4  # per range
+STATE = ".gpucap-fetch"  # in dest: the source, then a "checksum size name" line a verified file
 
 
 @dataclass(frozen=True)
@@ -421,19 +426,29 @@ def fetch(
     attempts: int = ATTEMPTS,
     verify: bool = True,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    source: str = "",
 ) -> int:
     """Download every object under ``dest``; returns the bytes fetched over the network
-    this run. Raises FetchError when a range fails ``attempts`` times or a file still does
-    not match its checksum after being fetched again."""
+    this run. With ``source`` (the URI the objects were listed from), files verified from
+    it by an earlier run are kept (:func:`begin`). Raises FetchError when a range fails
+    ``attempts`` times or a file still does not match its checksum after being fetched
+    again."""
     fetched = 0
+    done = begin(dest, source) if source else set()
     with ThreadPoolExecutor(max_workers=max(1, connections)) as pool:
         for o in objects:
             path = os.path.join(dest, o.name)
+            line = f"{o.checksum} {o.size} {o.name}"
+            if line in done and os.path.isfile(path) and os.path.getsize(path) == o.size:
+                continue
             for again in (False, True):
                 fetched += _fetch_one(o, path, sign, http_, pool, chunk, attempts, verify)
                 if _verified(o, path + ".part", _done(path), verify):
                     os.replace(path + ".part", path)
                     os.remove(path + ".gpucap-ranges")
+                    if source and verify and o.checksum:
+                        with open(os.path.join(dest, STATE), "a") as f:
+                            f.write(line + "\n")
                     break
                 log(f"gpucap-fetch: {o.name}: checksum mismatch, fetching it again")
                 for leftover in (path + ".part", path + ".gpucap-ranges"):
@@ -441,6 +456,28 @@ def fetch(
                 if again:
                     raise FetchError(f"{o.name}: checksum mismatch after fetching it again")
     return fetched
+
+
+def begin(dest: str, source: str) -> set[str]:
+    """The files verified from ``source`` by earlier runs (their lines of the state file).
+    When the state names another source, its partial files and ranges go first: ranges of
+    one source never complete another's file, whose parts may be cut elsewhere."""
+    path = os.path.join(dest, STATE)
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    if lines[:1] == [source]:
+        return set(lines[1:])
+    for root, _, names in os.walk(dest):
+        for n in names:
+            if n.endswith((".part", ".gpucap-ranges")):
+                os.remove(os.path.join(root, n))
+    os.makedirs(dest, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(source + "\n")
+    return set()
 
 
 def _done(path: str) -> dict[int, str]:
@@ -532,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             chunk=args.chunk_mib * MiB,
             attempts=args.attempts,
             verify=not args.no_verify,
+            source=args.uri,
         )
     except (FetchError, OSError, http.client.HTTPException) as exc:
         print(f"gpucap-fetch: {args.uri}: {exc}", file=sys.stderr)
@@ -539,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     took = time.monotonic() - t0
     total = sum(o.size for o in objects)
     print(
-        f"gpucap-fetch: {len(objects)} object(s), {total} bytes ({got} fetched now) in "
+        f"gpucap-fetch: {args.uri}: {len(objects)} object(s), {total} bytes ({got} fetched now) in "
         f"{took:.1f} s: {got / max(took, 1e-9) / 1e6:.0f} MB/s",
         file=sys.stderr,
     )

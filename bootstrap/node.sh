@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# gpucap node bootstrap: run once by cloud-init (runcmd) on a new GPU node. Reads what the
-# daemon rendered for this node from /etc/gpucap (node.env: who it is and what it serves;
-# engine.args: the engine's arguments, one per line; engine.env: the container's
-# environment), then: check the GPU driver, start the container runtime, pull the engine's
-# image, fetch the model's weights with the node's own cloud identity, start the engine and
-# wait until it serves. Each phase is reported to the daemon when a report URL is set;
-# without one the daemon polls the engine's health instead. No secret is read from here
-# except the node's single-use token.
+# gpucap node bootstrap: run by cloud-init on every boot of a GPU node (from its per-boot
+# scripts directory, the first boot included). Reads what the daemon rendered for this node
+# from /etc/gpucap (node.env: who it is and what it serves; engine.args: the engine's
+# arguments, one per line; engine.env: the container's environment; weights.sources: where
+# its weights may come from, one URI a line, the nearest first), then: check the GPU driver,
+# start the container runtime, pull the engine's image, fetch the model's weights with the
+# node's own cloud identity, start the engine and wait until it serves. Each phase is
+# reported to the daemon when a report URL is set; without one the daemon polls the
+# engine's health instead. No secret is read from here except the node's single-use token.
+#
+# A boot after the first (a stopped node started again, a reboot) runs all of it again:
+# the engine container of the previous boot is removed before anything else (docker's
+# restart policy would start it on weights a stop wiped); weights still on disk as they
+# were when fetched and verified (a reboot, a persistent disk) are kept, weights a stop
+# wiped from instance-store NVMe are fetched again.
+#
+# Weights come from the first source that serves them whole: a missing object, a refused
+# read or a checksum mismatch (bootstrap/fetch.py verifies every file) moves on to the
+# next; the source used is the detail of the weights_fetched report.
 #
 # With BAKE=1 in node.env the node is an image builder: after the image pull it reports
 # "baked" (with the pulled image's digest) and stops, having removed this boot's own files
-# (its token, node.env) so the image the daemon makes of its disk carries none of them; a
-# node booted later from that image finds the driver checked and the image's layers there,
-# so its own pull is a no-op.
+# (its token, node.env, this script) so the image the daemon makes of its disk carries none
+# of them and a node booted from it runs only its own bootstrap; that node finds the driver
+# checked and the image's layers there, so its own pull is a no-op.
 #
 # The environment may set GPUCAP_ROOT (a prefix of the node's own paths), HEALTH_HOST (where
 # the engine answers) and READY_POLL_S: on a cloud's node none is set; a local node of the
@@ -62,11 +73,14 @@ start_runtime() {
   docker info >/dev/null 2>&1 || fail "the docker daemon does not answer"
 }
 
-fetch_weights() {  # by the URI's scheme, with the node's own identity
-  local uri=${WEIGHTS_URI:-}
-  [ -n "$uri" ] || { log "no weights URI: the engine fetches its model itself"; return 0; }
-  mkdir -p "$WEIGHTS_HOST"
-  local fetch=$ROOT/opt/gpucap/fetch.py  # parallel ranged reads, verified, resumable
+MARK=.gpucap-weights  # in the weights' folder: their source, then each file's size and name
+
+listing() {  # each file under the weights' folder (but the mark): size and name
+  (cd "$WEIGHTS_HOST" && find . -type f ! -name "$MARK" -printf '%s %P\n' | LC_ALL=C sort)
+}
+
+fetch_from() {  # fetch_from URI: by the URI's scheme, with the node's own identity
+  local uri=$1 fetch=$ROOT/opt/gpucap/fetch.py  # parallel ranged reads, verified, resumable
   case $uri in
     s3://*|gs://*) if [ -r "$fetch" ] && command -v python3 >/dev/null; then
         python3 "$fetch" "$uri" "$WEIGHTS_HOST"
@@ -84,8 +98,35 @@ fetch_weights() {  # by the URI's scheme, with the node's own identity
         --parallel-operations-count 32 ;;
     file://*)  # a mounted file system (NFS, a local node's folder)
       cp -r "${uri#file://}/." "$WEIGHTS_HOST" ;;
-    *) fail "cannot fetch weights from $uri" ;;
-  esac || fail "fetching $uri"
+    *) log "cannot fetch weights from $uri"; return 1 ;;
+  esac
+}
+
+fetch_weights() {  # sets SOURCE: where the weights on disk came from
+  local sources=() uri files
+  SOURCE=""
+  [ -r "$CONF/weights.sources" ] && mapfile -t sources < "$CONF/weights.sources"
+  if [ "${#sources[@]}" -eq 0 ]; then
+    log "no weights URI: the engine fetches its model itself"
+    return 0
+  fi
+  mkdir -p "$WEIGHTS_HOST"
+  # (Marked only once whole and verified, on the same disk: a stop that wipes them wipes it.)
+  if [ -r "$WEIGHTS_HOST/$MARK" ] && [ "$(tail -n +2 "$WEIGHTS_HOST/$MARK")" = "$(listing)" ]; then
+    SOURCE="on disk already, from $(head -n 1 "$WEIGHTS_HOST/$MARK")"
+    return 0
+  fi
+  rm -f "$WEIGHTS_HOST/$MARK"
+  for uri in "${sources[@]}"; do
+    if fetch_from "$uri"; then
+      files=$(listing)
+      printf '%s\n%s\n' "$uri" "$files" > "$WEIGHTS_HOST/$MARK"
+      SOURCE=$uri
+      return 0
+    fi
+    log "weights not fetched from $uri; trying the next source"
+  done
+  fail "no source served the weights (tried ${sources[*]})"
 }
 
 start_engine() {
@@ -95,7 +136,6 @@ start_engine() {
     leader=$(hostname -I | awk '{print $1}')
   fi
   args=("${args[@]//@GPUCAP_LEADER@/$leader}")
-  docker rm -f gpucap-engine >/dev/null 2>&1 || true
   docker run -d --name gpucap-engine --restart unless-stopped --gpus all \
     --network host --ipc host --env-file "$CONF/engine.env" \
     -v "$WEIGHTS_HOST:$WEIGHTS_DIR:ro" "$IMAGE" "${args[@]}" >/dev/null \
@@ -116,16 +156,17 @@ report booted
 check_driver
 report driver_ok
 start_runtime
+docker rm -f gpucap-engine >/dev/null 2>&1 || true  # a previous boot's, if any
 docker pull --quiet "$IMAGE" >/dev/null || fail "docker pull $IMAGE"
 report image_pulled
 if [ "${BAKE:-}" = 1 ]; then
   digest=$(docker image inspect --format '{{index .RepoDigests 0}}' "$IMAGE" 2>/dev/null || true)
   report baked "${digest:-$IMAGE}"
-  rm -f "$CONF/node.token" "$CONF/node.env" "$CONF/engine.args" "$CONF/engine.env"
+  rm -f "$CONF/node.token" "$CONF/node.env" "$CONF/engine.args" "$CONF/engine.env" "$0"
   exit 0
 fi
 fetch_weights
-report weights_fetched
+report weights_fetched "$SOURCE"
 start_engine
 report engine_started
 wait_ready

@@ -41,8 +41,8 @@ from controlplane.lifecycle.node import (
 from controlplane.loop.context import LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
 from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
-from controlplane.loop.staging import staged_copy
-from controlplane.node_boot import node_boot
+from controlplane.loop.staging import READY, staged_copy
+from controlplane.node_boot import StagedCopy, node_boot, weight_sources
 from controlplane.node_tokens import TOKEN_TTL_S, digest
 from controlplane.probes import ProbeTarget
 from controlplane.store.events import record_event
@@ -53,6 +53,7 @@ from controlplane.store.models import (
     NodePhaseReport,
     Pool,
     Replica,
+    WeightCopy,
 )
 from controlplane.store.transitions import drain_replica, record_unavailable
 from providers.base import (
@@ -67,7 +68,7 @@ from providers.errors import NotFound, ProviderError, Throttled, TransientError
 from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
 from schema.policy import WarmMode
-from schema.types import NodePhase, NodeState
+from schema.types import Cloud, NodePhase, NodeState
 
 log = structlog.get_logger("gpucap.loop")
 
@@ -500,7 +501,9 @@ def _create(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> None:
         # The first attempt chooses what the node launches with; retries send the same.
         if row.attempts == 0:
             row.launch_image = _baked_image(ctx, s, row)
-            row.launch_weights_uri = _staged_weights(s, row, ctx.now_dt())
+            row.launch_weights_uri, row.launch_weights_sources = _staged_weights(
+                ctx, s, row, ctx.now_dt()
+            )
         # Count the attempt before calling, so a crash mid-call still backs off and is seen.
         row.attempts += 1
         row.last_attempt_at = ctx.now_dt()
@@ -557,13 +560,31 @@ def _baked_image(ctx: LoopContext, s: Session, row: Node) -> str | None:
     return image_for(s, row.customer, row.account, row.region, runtime_image(spec))
 
 
-def _staged_weights(s: Session, row: Node, now: datetime) -> str | None:
-    """The ready staged copy of the node's weights in its own site (``loop/staging.py``);
-    None: the origin."""
+def _staged_weights(
+    ctx: LoopContext, s: Session, row: Node, now: datetime
+) -> tuple[str | None, list[str] | None]:
+    """Where the node's weights come from: the ready staged copy in its own site
+    (``loop/staging.py``, its use stamped; None: there is none), and every source in the
+    order the node tries them (``node_boot.weight_sources``: the ready copies of its cloud,
+    its own site's first, then the origins; None: a model without weights)."""
     model = s.get(Model, row.replica.model_id)
     if model is None:
-        return None
-    return staged_copy(s, model.customer, model.name, row.account, row.region, now)
+        return None, None
+    own = staged_copy(s, model.customer, model.name, row.account, row.region, now)
+    weights = ctx.specs.spec(model.id, model.spec).weights
+    if weights is None:
+        return own, None
+    ready = s.scalars(
+        select(WeightCopy).where(
+            WeightCopy.customer == model.customer,
+            WeightCopy.model == model.name,
+            WeightCopy.cloud == row.cloud,
+            WeightCopy.state == READY,
+        )
+    )
+    copies = [StagedCopy(c.cloud, c.account, c.region, c.dest_uri) for c in ready]
+    cloud = Cloud(row.cloud)
+    return own, list(weight_sources(weights, cloud, row.account, row.region, copies))
 
 
 def _user_data(ctx: LoopContext, s: Session, row: Node, leader: str | None) -> str:
@@ -592,6 +613,7 @@ def _user_data(ctx: LoopContext, s: Session, row: Node, leader: str | None) -> s
         report_url=boot.report_url,
         token=secret,
         staged_uri=row.launch_weights_uri,
+        sources=row.launch_weights_sources,
     )
     return render(boots)
 

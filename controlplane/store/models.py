@@ -240,7 +240,12 @@ class Node(Base):
     # sends the same, since a cloud refuses one idempotency token with other parameters
     # and a lost answer may have launched it already. Null: the base image / the origin.
     launch_image: Mapped[str | None] = mapped_column(String(255))
-    launch_weights_uri: Mapped[str | None] = mapped_column(String(1024))
+    launch_weights_uri: Mapped[str | None] = mapped_column(String(1024))  # its own site's copy
+    # Every URI its weights may be fetched from, in the order the node tries them (staged
+    # copies nearest first, then the origins: ``node_boot.weight_sources``). Null: a model
+    # without weights, or an intent recorded before this column (its launch_weights_uri,
+    # then the policy's origins).
+    launch_weights_sources: Mapped[list[str] | None] = mapped_column(JSON)
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 

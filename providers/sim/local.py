@@ -3,12 +3,17 @@ loopback address of its own (Linux routes all of 127/8 to ``lo``), booting from 
 cloud-init document a real cloud's node gets, so the bootstrap script, its phase reports,
 the engine's health and metrics and a killed engine are the real thing, with no cloud.
 
-:meth:`LocalNodes.start` does what cloud-init would: it writes the document's
-``write_files`` under the node's folder (``root/<instance id>/`` + each path, with its
-permissions) and runs its ``runcmd`` with bash in a process group of its own, logging to
-``boot.log``. The host's tools are stand-ins first on the node's PATH
-(``providers/sim/standins.py``: ``docker run`` starts ``python -m runtimes.emulator``), and
-the bootstrap is told its folder (``GPUCAP_ROOT``) and address (``HEALTH_HOST``)."""
+:meth:`LocalNodes.start` does what cloud-init would. On an instance's first boot it writes
+the document's ``write_files`` under the node's folder (``root/<instance id>/`` + each
+path, with its permissions); on every boot it runs, with bash in a process group of its
+own and logging to ``boot.log``, the executables of cloud-init's per-boot scripts directory
+(``scripts_per_boot``, where the bootstrap is), then on the first boot only the document's
+``runcmd`` (``scripts_user``). A stop keeps the folder, as an instance's disk, but its
+instance store (``mnt/``, where the weights are) is wiped before the next boot, as EC2's
+NVMe instance store is (coldstart.md §4). The host's tools are stand-ins first on the
+node's PATH (``providers/sim/standins.py``: ``docker run`` starts ``python -m
+runtimes.emulator``), and the bootstrap is told its folder (``GPUCAP_ROOT``) and address
+(``HEALTH_HOST``)."""
 
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ sys.argv.insert(1, __file__)  # (the tool's own path: its node is the folder abo
 runpy.run_path({standins!r}, run_name="__main__")
 """
 _SCAN = 4096  # addresses tried before giving up
+PER_BOOT = "var/lib/cloud/scripts/per-boot"  # cloud-init's, under the node's folder
+INSTANCE_STORE = "mnt"  # what a stop wipes (bootstrap.render.WEIGHTS_DIR is under it)
 
 
 @dataclass
@@ -72,22 +79,32 @@ class LocalNodes:
         self.emulator_args = list(emulator_args)
         self.ready_poll_s = ready_poll_s
         self._nodes: dict[str, _Node] = {}
+        # Instances booted before (their folders are their disks), and where they were.
+        self._booted: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def start(
         self, instance_id: str, user_data: str, gpus: int, *, gpu_name: str = "NVIDIA H100"
     ) -> str:
-        """Boot a node from its cloud-init document; returns its address. Raises ValueError
-        for a document that is not ``#cloud-config`` or a node that runs already."""
+        """Boot a node from its cloud-init document; returns its address. An instance
+        started again after a stop boots from its disk as cloud-init would: only the
+        per-boot scripts run, on an empty instance store. Raises ValueError for a document
+        that is not ``#cloud-config`` or a node that runs already."""
         doc = _cloud_config(user_data)
         home = self.root / instance_id
         with self._lock:
             if instance_id in self._nodes:
                 raise ValueError(f"local node {instance_id} runs already")
-            shutil.rmtree(home, ignore_errors=True)  # (a node of an earlier world)
-            written = _write_files(home, doc.get("write_files") or [])
+            again = instance_id in self._booted
+            if again:
+                shutil.rmtree(home / INSTANCE_STORE, ignore_errors=True)
+                runcmd: Sequence[str | Sequence[str]] = []
+            else:
+                shutil.rmtree(home, ignore_errors=True)  # (a node of an earlier world)
+                _write_files(home, doc.get("write_files") or [])
+                runcmd = doc.get("runcmd") or []
             port = int(read_env(home / standins.NODE_ENV).get("PORT", "0"))
-            address = self._allocate(port)
+            address = self._allocate(port, self._booted.get(instance_id))
             node: NodeFile = {
                 "address": address,
                 "gpus": gpus,
@@ -97,11 +114,11 @@ class LocalNodes:
             }
             (home / standins.NODE_FILE).write_text(json.dumps(node))
             _install_tools(home / "bin")
-            runcmd = home / "runcmd"
-            runcmd.write_text(_runcmd(home, written, doc.get("runcmd") or []))
+            final = home / "cloud-final.sh"  # (what cloud-init's final stage runs)
+            final.write_text(_final_stage(home, runcmd))
             with open(home / "boot.log", "ab") as log:
                 boot = subprocess.Popen(
-                    ["bash", str(runcmd)],
+                    ["bash", str(final)],
                     cwd=home,
                     env=self._env(home, address),
                     stdin=subprocess.DEVNULL,
@@ -110,6 +127,7 @@ class LocalNodes:
                     start_new_session=True,  # its own process group: stop ends all of it
                 )
             self._nodes[instance_id] = _Node(home, address, boot)
+            self._booted[instance_id] = address
             return address
 
     def stop(self, instance_id: str) -> None:
@@ -153,12 +171,14 @@ class LocalNodes:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _allocate(self, port: int) -> str:
-        """The first address of the network no live node holds where ``port`` is free (a
-        node of another process, a test in parallel, may hold one)."""
+    def _allocate(self, port: int, before: str | None = None) -> str:
+        """``before`` (the node's address at its previous boot: a cloud keeps a stopped
+        instance's private address) if it is free, else the first address of the network
+        no live node holds where ``port`` is free (a node of another process, a test in
+        parallel, may hold one)."""
         taken = {n.address for n in self._nodes.values()}
-        for host in itertools.islice(self.network.hosts(), 1, _SCAN):
-            address = str(host)
+        hosts = (str(h) for h in itertools.islice(self.network.hosts(), 1, _SCAN))
+        for address in itertools.chain([before] if before else [], hosts):
             if address not in taken and _bindable(address, port):
                 return address
         raise RuntimeError(f"no free address for a local node in {self.network}")
@@ -184,10 +204,8 @@ def _cloud_config(user_data: str) -> dict[str, Any]:
     return doc
 
 
-def _write_files(home: Path, entries: Sequence[dict[str, Any]]) -> set[str]:
-    """cloud-init's write_files under ``home``; returns the paths written (as the document
-    names them)."""
-    written = set()
+def _write_files(home: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """cloud-init's write_files under ``home``."""
     for f in entries:
         encoding = f.get("encoding", "text/plain")
         content = str(f.get("content", "")).encode()
@@ -199,8 +217,6 @@ def _write_files(home: Path, entries: Sequence[dict[str, Any]]) -> set[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         path.chmod(int(str(f.get("permissions", "0644")), 8))
-        written.add(str(f["path"]))
-    return written
 
 
 def _install_tools(bindir: Path) -> None:
@@ -211,17 +227,20 @@ def _install_tools(bindir: Path) -> None:
         tool.chmod(0o755)
 
 
-def _runcmd(home: Path, written: set[str], commands: Sequence[str | Sequence[str]]) -> str:
-    """cloud-init's runcmd as the script it writes: a list is one command (its words
-    quoted), a string a shell line. A command naming a file the document wrote runs the
-    node's copy."""
-    lines = []
-    for cmd in commands:
+def _final_stage(home: Path, runcmd: Sequence[str | Sequence[str]]) -> str:
+    """What cloud-init's final stage runs, as one script: each executable of the per-boot
+    directory in name order (``scripts_per_boot``; one failing does not stop the next),
+    then ``runcmd`` (``scripts_user``: a list is one command, its words quoted, a string a
+    shell line). A command naming a file on the node runs the node's copy."""
+    per_boot = home / PER_BOOT
+    scripts = sorted(per_boot.iterdir()) if per_boot.is_dir() else []
+    lines = [shlex.quote(str(p)) for p in scripts if p.is_file() and os.access(p, os.X_OK)]
+    for cmd in runcmd:
         if isinstance(cmd, str):
             lines.append(cmd)
             continue
         argv = [str(a) for a in cmd]
-        if argv and argv[0] in written:
+        if argv and argv[0].startswith("/") and (home / argv[0].lstrip("/")).is_file():
             argv[0] = str(home / argv[0].lstrip("/"))
         lines.append(shlex.join(argv))
     return "\n".join(lines) + "\n"

@@ -4,8 +4,10 @@ address of its own, running bootstrap/node.sh with the engine emulator as its co
 fetches its weights from a file:// URI into its own folder, reports every phase to the
 daemon's HTTP port with its token; its engine answers health, metrics and a completion at
 the node's address; a killed engine fails the daemon's HTTP probe; a terminate, whether the
-node serves or still boots, leaves no process of it alive. (SQLite only: the phase reports'
-store is tested on both backends in test_node_phases.)"""
+node serves or still boots, leaves no process of it alive. A node stopped and started again
+boots as a cloud's does (cloud-init's per-boot scripts, not the whole document again): it
+runs its bootstrap again, fetches the weights the stop wiped and reports every phase again.
+(SQLite only: the phase reports' store is tested on both backends in test_node_phases.)"""
 
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from bootstrap import NodeBoot, render
 from controlplane.api import ControlPlaneService
 from controlplane.lifecycle.health import Probe
 from controlplane.probes import HttpProber, ProbeTarget
 from controlplane.store.db import Store
+from controlplane.store.models import NodePhaseReport
 from providers.base import NodeRequest
 from providers.sim import SimCloud, SimProvider, SimTimings
 from providers.sim.local import LocalNodes
@@ -35,6 +39,7 @@ from schema.catalog import parse_gpu_shape
 from schema.runtime import Engine, Runtime
 from schema.types import Cloud
 from tests.component.test_node_phases import TOKENS, booting_node, phases, phases_endpoint
+from tests.unit.test_bootstrap import reports_endpoint
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux routes 127/8 to lo")
 
@@ -48,7 +53,12 @@ def network() -> str:
     return f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.0/24"
 
 
-def user_data(node_id: str, report_url: str | None = None, weights: str | None = None) -> str:
+def user_data(
+    node_id: str,
+    report_url: str | None = None,
+    weights: str | None = None,
+    fallbacks: tuple[str, ...] = (),
+) -> str:
     return render(
         NodeBoot(
             node_id=node_id,
@@ -58,6 +68,7 @@ def user_data(node_id: str, report_url: str | None = None, weights: str | None =
             gpus=8,
             launch=resolve(Runtime(engine=Engine.VLLM), parse_gpu_shape("8xH100"), "chat-8b"),
             weights_uri=weights,
+            weights_fallbacks=fallbacks,
             report_url=report_url,
             token=TOKENS.for_node(node_id) if report_url else None,
             ready_timeout_s=60,
@@ -143,6 +154,11 @@ def test_a_local_node_boots_reports_serves_and_leaves_nothing(store: Store, tmp_
         until("the node reported ready", lambda: ("n-3", "ready") in phases(store))
         took = time.monotonic() - started
         assert [p for n, p in phases(store) if n == "n-3"] == sorted(PHASES)
+        with store.session() as s:  # (the daemon keeps where the weights came from)
+            detail = s.scalar(
+                select(NodePhaseReport.detail).where(NodePhaseReport.phase == "weights_fetched")
+            )
+        assert detail == f"file://{weights}"
         assert probe("n-3", iid, address) == Probe(True, 0)
         answer = complete(address)
         assert answer["model"] == "chat-8b" and answer["usage"]["completion_tokens"] == 4
@@ -187,6 +203,50 @@ def test_a_node_terminated_while_it_boots_leaves_no_process(tmp_path: Path) -> N
         provider.terminate_node("us-east-1", iid)
         assert group_alive(group) == []
         assert "phase ready" not in (home / "boot.log").read_text()
+
+
+def test_a_stopped_and_started_node_boots_again_and_fetches_the_wiped_weights(
+    tmp_path: Path,
+) -> None:
+    """Its disk (the folder) stays, its instance store (the weights) does not: the second
+    boot runs the bootstrap from cloud-init's per-boot directory (the document's files are
+    not written again), reports every phase again, fetches the weights again from the
+    first source that has them, and serves at the address the node had."""
+    weights = tmp_path / "nfs" / "chat-8b"
+    weights.mkdir(parents=True)
+    (weights / "config.json").write_text('{"layers": 32}')
+    with (
+        reports_endpoint() as (report_url, got),
+        LocalNodes(tmp_path / "nodes", network=network()) as nodes,
+    ):
+        timings = SimTimings(boot_s=0, serve_s=0, terminate_s=0, start_s=0)
+        world = SimCloud(timings=timings, local_nodes=nodes)
+        provider = SimProvider(Cloud.AWS, "acme-aws", world)
+        sources = f"file://{tmp_path}/gone", (f"file://{weights}",)
+        iid, address = create(provider, "n-8", user_data("n-8", report_url, *sources))
+        home = tmp_path / "nodes" / iid
+        served = home / "mnt/gpucap/weights/config.json"
+        until("the node reported ready", lambda: "ready" in [r["phase"] for r in got])
+        assert served.read_text() == '{"layers": 32}'
+        (home / "etc/gpucap/engine.env").write_text("ON_DISK=1\n")  # (the disk's, kept)
+
+        provider.stop_node("us-east-1", iid)
+        assert nodes.address_of(iid) is None and probe("n-8", iid, address) == Probe(False)
+        first = list(got)
+        got.clear()
+        provider.start_node("us-east-1", iid)
+        assert nodes.address_of(iid) == address
+        until("the node reported ready again", lambda: "ready" in [r["phase"] for r in got])
+
+        assert [r["phase"] for r in first] == [r["phase"] for r in got] == PHASES
+        [fetched] = [r["detail"] for r in got if r["phase"] == "weights_fetched"]
+        assert fetched == f"file://{weights}"  # (fetched again: the stop wiped them)
+        assert served.read_text() == '{"layers": 32}'
+        assert (home / "etc/gpucap/engine.env").read_text() == "ON_DISK=1\n"
+        assert probe("n-8", iid, address) == Probe(True, 0)
+        log = (home / "boot.log").read_text()
+        assert log.count("phase booted") == 2
+        assert log.count(f"weights not fetched from file://{tmp_path}/gone") == 2
 
 
 def test_without_local_nodes_or_user_data_an_instance_lives_in_memory(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The node's weight fetch (bootstrap/fetch.py) against moto's S3 through the fault proxy:
 parallel ranged reads verified against the ETag, a download interrupted and resumed
-without reading a finished range again, and bytes corrupted on the way detected and
-fetched again."""
+without reading a finished range again, bytes corrupted on the way detected and fetched
+again; and the bootstrap (node.sh) falling back from source to source until one serves
+the weights whole and verified."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import boto3
 import pytest
 
 from bootstrap.fetch import S3, FetchError, Http, fetch, main
-from tests.fakes.moto_server import BASE_ACCESS_KEY, BASE_SECRET_KEY, MotoEmulator
+from tests.fakes.moto_server import BASE_ACCESS_KEY, BASE_SECRET_KEY, FaultRule, MotoEmulator
 from tests.providers.aws.test_staging_objects import PARTS, put_multipart
+from tests.unit.test_bootstrap import ScriptNode, reports_endpoint
 
 REGION = "us-east-1"
 SMALL = b"config" * 50_000  # one part, 300 kB: read in 64 kB chunks below
@@ -106,3 +108,88 @@ def test_the_command_reads_the_nodes_own_credentials_from_the_environment(
     assert main(["s3://acme-weights/llama/", str(tmp_path), "--connections", "3"]) == 0
     assert (tmp_path / "model.safetensors").read_bytes() == b"".join(PARTS)
     assert main(["s3://acme-weights/nothing/", str(tmp_path / "x")]) == 1
+
+
+def test_a_node_takes_its_weights_from_the_first_source_that_serves_them_whole(
+    moto: MotoEmulator, s3: Any, tmp_path: Path
+) -> None:
+    """node.sh with the fetch tool its user data carries, against moto: the first source
+    refuses the node (AccessDenied), the second is missing, the third serves bytes that do
+    not match their ETag (twice: fetched again once, then given up), the fourth is good. The
+    good bytes land, the weights_fetched report names the fourth, the node's log each
+    failure; booted again, the node keeps the weights it verified and fetches nothing."""
+    for bucket in ("acme-weights-us-west-2", "acme-weights-eu-west-1"):
+        s3.create_bucket(Bucket=bucket)
+    # (one range: each read of the file is one GET, so both corruptions hit this source)
+    s3.put_object(
+        Bucket="acme-weights-eu-west-1", Key="llama/model.safetensors", Body=b"".join(PARTS)
+    )
+    s3.put_object(Bucket="acme-weights-eu-west-1", Key="llama/sub/config.json", Body=SMALL)
+    sources = [
+        "s3://acme-weights-us-west-2/llama/",  # (refused below)
+        "s3://acme-weights-us-east-2/llama/",  # no such bucket
+        "s3://acme-weights-eu-west-1/llama/",  # corrupted on every read below
+        "s3://acme-weights/llama/",
+    ]
+    moto.inject("AccessDenied", 403, action="ListObjectsV2")  # (the first list: source 1's)
+    moto.faults.add(FaultRule("GetObject", corrupt=True, remaining=2))
+    env = {
+        "AWS_ENDPOINT_URL_S3": moto.endpoint_url,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": BASE_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": BASE_SECRET_KEY,
+    }
+    with reports_endpoint() as (url, got):
+        node = ScriptNode(tmp_path, 8, url, "t", sources=sources, env=env)
+        code, err = node.run()
+        assert code == 0, err
+        fetched = [r["detail"] for r in got if r["phase"] == "weights_fetched"]
+        assert fetched == ["s3://acme-weights/llama/"]
+        assert (node.weights / "model.safetensors").read_bytes() == b"".join(PARTS)
+        assert (node.weights / "sub" / "config.json").read_bytes() == SMALL
+        for uri, why in (
+            (sources[0], "HTTP 403"),
+            (sources[1], "HTTP 404"),
+            (sources[2], "checksum mismatch after fetching it again"),
+        ):
+            assert f"gpucap-fetch: {uri}: " in err and why in err.split(uri)[1], uri
+            assert f"weights not fetched from {uri}; trying the next source" in err
+        assert moto.faults.pending() == 0  # (every fault was met)
+        assert not [p for p in node.weights.rglob("*") if p.name.endswith((".part", "-ranges"))]
+
+        reads = moto.faults.seen["GetObject"]
+        got.clear()
+        code, err = node.run()
+        assert code == 0, err
+        fetched = [r["detail"] for r in got if r["phase"] == "weights_fetched"]
+        assert fetched == ["on disk already, from s3://acme-weights/llama/"]
+        assert moto.faults.seen["GetObject"] == reads
+
+
+def test_a_fetch_from_another_source_starts_over_and_one_from_the_same_resumes(
+    moto: MotoEmulator, s3: Any, tmp_path: Path
+) -> None:
+    """A run interrupted on one source leaves its partial file and ranges; a run from
+    another source removes them first (its ranges may be cut elsewhere), and a run from
+    the same source keeps the files it verified already."""
+    s3.create_bucket(Bucket="acme-copy")
+    s3.put_object(Bucket="acme-copy", Key="llama/model.safetensors", Body=b"".join(PARTS))
+    s3.put_object(Bucket="acme-copy", Key="llama/sub/config.json", Body=SMALL)
+    src, http = source(moto)
+    [model] = src.objects("s3://acme-weights/llama/model.safetensors")
+    moto.drop_next_response("GetObject")
+    with pytest.raises(OSError):
+        fetch([model], str(tmp_path), src.headers, http, attempts=1, source="s3://acme-weights/")
+    assert (tmp_path / "model.safetensors.gpucap-ranges").exists()
+
+    copy = src.objects("s3://acme-copy/llama/")  # (one part each: other ranges)
+    got = fetch(copy, str(tmp_path), src.headers, http, chunk=1 << 20, source="s3://acme-copy/")
+    assert got == sum(map(len, PARTS)) + len(SMALL)  # (nothing of the other source's)
+    assert (tmp_path / "model.safetensors").read_bytes() == b"".join(PARTS)
+    assert not list(tmp_path.glob("*.gpucap-ranges"))
+
+    (tmp_path / "sub" / "config.json").unlink()  # (lost: the rest stays verified)
+    reads = moto.faults.seen["GetObject"]
+    got = fetch(copy, str(tmp_path), src.headers, http, source="s3://acme-copy/")
+    assert got == len(SMALL) and moto.faults.seen["GetObject"] == reads + 1
+    assert (tmp_path / "sub" / "config.json").read_bytes() == SMALL
