@@ -373,3 +373,19 @@ class MachineImage(Base):
     version: Mapped[int] = mapped_column(default=1)
 
     __mapper_args__ = {"version_id_col": version}
+
+
+class Lease(Base):
+    """One shard's leadership lease (``controlplane.lifecycle.lease``): who acts for the
+    shard's customers until ``expires_at``, and the fencing token every acting write checks.
+    Times are epoch seconds on the *database's* clock (written by SQL, compared by SQL), a
+    plain float so the same arithmetic works on SQLite and PostgreSQL."""
+
+    __tablename__ = "leases"
+
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    holder: Mapped[str] = mapped_column(String(255))
+    token: Mapped[int] = mapped_column(BigInteger)
+    expires_at: Mapped[float] = mapped_column(Float)
+    acquired_at: Mapped[float] = mapped_column(Float)  # when this token's term began
+    renewed_at: Mapped[float] = mapped_column(Float)
