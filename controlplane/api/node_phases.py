@@ -20,6 +20,7 @@ from controlplane.api.errors import (
     require,
 )
 from controlplane.api.tx import Tx
+from controlplane.loop.context import epoch
 from controlplane.node_tokens import digest, matches
 from controlplane.store.events import record_event
 from controlplane.store.models import MachineImage, Node, NodePhaseReport
@@ -79,24 +80,27 @@ class NodePhases:
                 # (an unknown node id and a wrong token read alike: no existence leak)
                 raise UnauthenticatedError("invalid node token")
             seen = s.scalars(
-                select(NodePhaseReport.id).where(
+                select(NodePhaseReport).where(
                     NodePhaseReport.node_id == node.id, NodePhaseReport.phase == phase.value
                 )
             ).first()
-            if seen is not None:
+            if seen is not None and not _before_resume(seen, node):
                 return False  # a retry (its response lost): nothing changes
             expires = node.token_expires_at
             if expires is None or expires <= now or NodeState(node.state).is_terminal:
                 raise UnauthenticatedError(f"the token of node {node.id} is expired or spent")
-            s.add(
-                NodePhaseReport(
-                    node_id=node.id,
-                    phase=phase.value,
-                    at=at,
-                    reported_at=now,
-                    detail=r.detail[:MAX_DETAIL],
+            if seen is not None:  # the boot after a resume: its phase replaces the first's
+                seen.at, seen.reported_at, seen.detail = at, now, r.detail[:MAX_DETAIL]
+            else:
+                s.add(
+                    NodePhaseReport(
+                        node_id=node.id,
+                        phase=phase.value,
+                        at=at,
+                        reported_at=now,
+                        detail=r.detail[:MAX_DETAIL],
+                    )
                 )
-            )
             if phase.ends_boot:  # spent: kept only to recognise retries of what it sent
                 node.token_expires_at = now
             if phase == NodePhase.FAILED:
@@ -112,6 +116,13 @@ class NodePhases:
             return True
 
         return self._tx.write(do)
+
+
+def _before_resume(seen: NodePhaseReport, node: Node) -> bool:
+    """Whether ``seen`` was reported before the node was last resumed: a stopped node's
+    start boots it again (its per-boot bootstrap reports every phase anew)."""
+    resumed, reported = epoch(node.resuming_at), epoch(seen.reported_at)
+    return resumed is not None and reported is not None and reported < resumed
 
 
 def _builder_report(

@@ -10,6 +10,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy import select
 
 from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
+from controlplane.api.node_phases import PhaseReport
 from controlplane.grpc.client import ControlPlaneClient
 from controlplane.grpc.server import serve
 from controlplane.node_tokens import NodeTokens, digest
@@ -124,6 +126,33 @@ def test_the_token_is_spent_when_the_boot_ends(
     with store.session() as s:
         node = s.get_one(Node, "n-1")
         assert node.token_expires_at is not None and node.token_expires_at <= NOW
+
+
+def test_a_resumed_nodes_second_boot_reports_every_phase_again(
+    store: Store, tokens: dict[str, str]
+) -> None:
+    # First boot, at NOW: ready, token spent. An hour later the warm pool resumes the node
+    # (resuming_at set, the token live again): its per-boot bootstrap reports anew.
+    later = NOW + timedelta(hours=1)
+    first = ControlPlaneService(store, clock=lambda: NOW).report_node_phase
+    then = ControlPlaneService(store, clock=lambda: later).report_node_phase
+    ok = PhaseReport("n-1", "ready", NOW.timestamp(), tokens["n-1"], "first boot")
+    assert first(ok)
+    with store.session() as s:
+        node = s.get_one(Node, "n-1")
+        node.resuming_at = later - timedelta(seconds=30)
+        node.token_expires_at = later + timedelta(minutes=30)
+    again = PhaseReport("n-1", "ready", later.timestamp(), tokens["n-1"], "second boot")
+    assert then(again)
+    assert not then(again)  # its retry changes nothing
+    with store.session() as s:
+        [row] = s.scalars(select(NodePhaseReport).where(NodePhaseReport.node_id == "n-1"))
+        assert row.detail == "second boot"
+        assert row.at.replace(tzinfo=UTC) == later
+    # Without a resume, the same phase again is a retry: nothing changes.
+    twice = PhaseReport("n-2", "booted", NOW.timestamp(), tokens["n-2"], "a")
+    assert first(twice)
+    assert not first(replace(twice, detail="b"))
 
 
 @contextlib.contextmanager
