@@ -104,6 +104,30 @@ def test_targets_from_saved_rows(coldstart_bench: ModuleType) -> None:
     }
 
 
+def test_savings_at_equal_service_in_words(coldstart_bench: ModuleType) -> None:
+    def run(total: float, slo: float) -> dict[str, float]:
+        return {"knob": 0.5, "slo_attainment": slo, "total_usd": total}
+
+    def entry(sc: str, config: str, best: float | None, slo: float) -> dict[str, object]:
+        got = run(best or 0.0, slo)
+        return {"scenario": sc, "config": config, "best": got if best else None, "closest": got}
+
+    saved = {
+        "equal": [
+            entry("a", "naive", 120.0, 0.99),
+            entry("a", "all combined", 100.0, 0.995),
+            entry("b", "naive", None, 0.97),
+            entry("b", "all combined", 90.0, 0.99),
+            entry("c", "naive", 50.0, 0.99),
+            entry("c", "all combined", 60.0, 0.99),
+        ]
+    }
+    words = coldstart_bench.equal_savings(saved)
+    assert words["a"].startswith("the combination saves $20 net")
+    assert words["b"] == "only the combination reaches it ($90); naive tops out at 0.9700"
+    assert words["c"].startswith("the combination costs $10 more net")
+
+
 def test_parse_techniques() -> None:
     assert parse_techniques("naive") == Techniques()
     assert parse_techniques("staged, baked,warm=3,local") == Techniques(True, True, 3, True)
