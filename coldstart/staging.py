@@ -256,15 +256,6 @@ def admit(active: Sequence[Active], max_concurrent: int, bytes_per_tick: int) ->
     return out
 
 
-def nearest_ready(
-    copies: Mapping[CopyKey, str], customer: str, model: str, account: str, region: str
-) -> str | None:
-    """The URI a node of ``model`` in (``account``, ``region``) fetches its weights from:
-    the ready copy in its own site, else None (the origin). A copy in another account is
-    not used: the node's identity may read only its own account's buckets."""
-    return copies.get(CopyKey(customer, model, account, region))
-
-
 @dataclass(frozen=True)
 class Copied:
     """One object of a copy, as the manifest or the destination store describes it."""

@@ -15,10 +15,10 @@ Each tick:
 4. look again at ready copies every ``staging_verify_every_s``: a copy whose objects no
    longer match (overwritten, deleted, corrupted) goes back to copying what differs.
 
-Failures never block scaling: a node boots from the ready copy in its site, else from the
-origin (``controlplane.node_boot``), so a missing origin object, a checksum mismatch, a
-quota on the bucket or a cloud error only leaves that site on the slower path, with an
-event saying so, and the copy is tried again after ``staging_retry_s``.
+Failures never block scaling: a node tries the ready copies of its cloud nearest first,
+then the origins (``controlplane.node_boot.weight_sources``), so a missing origin object, a
+checksum mismatch, a quota on the bucket or a cloud error only leaves that site on a slower
+path, with an event saying so, and the copy is tried again after ``staging_retry_s``.
 """
 
 from __future__ import annotations
