@@ -24,6 +24,44 @@ from schema.types import Cloud, Owner
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
 
+# Bounds on what one policy (or one API call) may ask for, so no input can make a job's
+# work, a stored row or an error message unbounded (issue 26: a model with min_replicas
+# 2^32-1 was accepted, and the place job then looped once per missing replica). gpucap's own
+# choices, none a cloud's limit: each is far past anything real, at most an order of
+# magnitude below where a tick or a request gets slow.
+# Replicas per model: the fleet-scale target is 10,000 models on 12,500 nodes (issue 26
+# item 5), so one model of 10,000 replicas would be a whole fleet.
+MAX_REPLICAS = 10_000
+# Shared-overflow replicas per customer (overflow.max_replicas), the same fleet-sized cap.
+MAX_OVERFLOW_REPLICAS = 10_000
+MAX_ACCOUNTS = 256  # per policy
+MAX_MODELS = 10_000  # per policy: one customer may hold the whole fleet-scale benchmark
+MAX_REGIONS = 64  # per account or model; the catalog knows fewer than 40 (schema/catalog)
+MAX_SHAPES = 32  # per model; the catalog has fewer distinct GPU shapes than that
+MAX_CLOUDS = 8  # per model; there are three clouds (a list of more only repeats them)
+MAX_MIRRORS = 8  # weights.mirrors: one per cloud is all that is accepted
+MAX_COMMITMENTS = 256  # per account
+MAX_PRICES = 256  # per account: the catalog's instance types
+MAX_TEXT = 2048  # URIs, ARNs, image references (S3 keys are 1,024 bytes; ARNs 2,048)
+# How much of a caller's value an error message repeats: enough to recognise it, and never
+# so much that a status grows past gRPC's 8 KB metadata limit (a 5 KB name came back as
+# RESOURCE_EXHAUSTED instead of INVALID_ARGUMENT).
+ECHO_CHARS = 64
+
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Region = Annotated[str, Field(max_length=64)]  # the longest known is under 30 characters
+Count = Annotated[int, Field(ge=0, le=MAX_REPLICAS)]
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with an ellipsis
+    (and the full length) when longer: errors repeat a caller's input, never all of it."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f" ({len(value)} chars)" if isinstance(value, str | bytes) else ""
+    return f"{shown[:limit]}...{size}"
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -61,22 +99,22 @@ class Credentials(_Strict):
       file) or ``principal`` (instance or resource principal).
     """
 
-    role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
-    profile: str | None = None
-    project: str | None = None
-    service_account: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
-    tenancy: str | None = None
-    compartment_id: str | None = None
+    role_arn: Text | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    profile: Text | None = None
+    project: Text | None = None
+    service_account: Text | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
+    tenancy: Text | None = None
+    compartment_id: Text | None = None
     principal: str | None = Field(default=None, pattern=r"^(instance|resource)$")
 
 
 class Commitment(_Strict):
     """Capacity the customer already pays for (reserved instances, CUDs, capacity blocks)."""
 
-    instance_type: str
-    region: str
-    count: Annotated[int, Field(ge=1)]
-    reservation: str | None = None  # e.g. an AWS capacity reservation id (cr-...)
+    instance_type: Annotated[str, Field(max_length=64)]
+    region: Region
+    count: Annotated[int, Field(ge=1, le=MAX_REPLICAS)]
+    reservation: Text | None = None  # e.g. an AWS capacity reservation id (cr-...)
 
 
 # Object-store bucket names the three clouds accept (S3's rules are the strictest: 3-63
@@ -106,7 +144,7 @@ class AccountStaging(_Strict):
         "gpucap-weights"
     )
     budget_gb: Annotated[float, Field(gt=0)] = 1000.0
-    namespace: str | None = None  # OCI's Object Storage namespace (the tenancy's)
+    namespace: Text | None = None  # OCI's Object Storage namespace (the tenancy's)
     usd_per_gb_month: Annotated[float, Field(ge=0)] | None = None  # default: the cloud's
 
     def bucket_in(self, region: str) -> str:
@@ -122,11 +160,14 @@ class Account(_Strict):
     name: Name
     cloud: Cloud
     owner: Owner = Owner.CUSTOMER
-    regions: Annotated[list[str], Field(min_length=1)]
+    regions: Annotated[list[Region], Field(min_length=1, max_length=MAX_REGIONS)]
     credentials: Credentials = Credentials()
-    committed: list[Commitment] = []
+    committed: Annotated[list[Commitment], Field(max_length=MAX_COMMITMENTS)] = []
     # Per-account override of catalog list prices, USD per node-hour, by instance type.
-    prices: dict[str, Annotated[float, Field(gt=0)]] = {}
+    prices: Annotated[
+        dict[Annotated[str, Field(max_length=64)], Annotated[float, Field(gt=0)]],
+        Field(max_length=MAX_PRICES),
+    ] = {}
     staging: AccountStaging | None = None  # None: no weights are staged in this account
 
     def staging_uri(self, region: str) -> str | None:
@@ -153,8 +194,9 @@ class TargetMetric(StrEnum):
 class ShapeOption(_Strict):
     """One accepted GPU shape for a model, with what one replica of it sustains."""
 
-    shape: str
-    max_concurrency: Annotated[int, Field(ge=1)]
+    shape: Annotated[str, Field(max_length=64)]
+    # Requests one replica serves at once; the bound is the API's uint32 (schema/proto).
+    max_concurrency: Annotated[int, Field(ge=1, le=2**32 - 1)]
     tokens_per_s: Annotated[float, Field(gt=0)] | None = None
 
     @field_validator("shape")
@@ -178,11 +220,11 @@ def cloud_of_uri(uri: str) -> Cloud | None:
 
 
 class Weights(_Strict):
-    uri: str  # the origin: one object, or a prefix ending in "/" (a directory of shards)
+    uri: Text  # the origin: one object, or a prefix ending in "/" (a directory of shards)
     size_gb: Annotated[float, Field(gt=0)]
     # The same bytes in other clouds' object stores, one per cloud: staging copies within a
     # cloud only (a server-side copy cannot cross clouds), from that cloud's origin.
-    mirrors: list[str] = []
+    mirrors: Annotated[list[Text], Field(max_length=MAX_MIRRORS)] = []
 
     def origin_for(self, cloud: Cloud) -> str | None:
         return next((u for u in [self.uri, *self.mirrors] if cloud_of_uri(u) == cloud), None)
@@ -290,21 +332,23 @@ class Health(_Strict):
 
 class Model(_Strict):
     name: Name
-    shapes: Annotated[list[ShapeOption], Field(min_length=1)]
-    min_replicas: Annotated[int, Field(ge=0)] = 0
-    max_replicas: Annotated[int, Field(ge=0)] = 10
+    shapes: Annotated[list[ShapeOption], Field(min_length=1, max_length=MAX_SHAPES)]
+    min_replicas: Count = 0
+    max_replicas: Count = 10
     target: ScalingTarget = ScalingTarget()
-    latency_slo_ms: Annotated[int, Field(ge=1)] = 2000
-    clouds: list[Cloud] = []  # empty: every cloud the customer has an account on
-    regions: list[str] = []  # empty: every region of the allowed accounts
+    latency_slo_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 2000  # at most an hour
+    # empty: every cloud the customer has an account on
+    clouds: Annotated[list[Cloud], Field(max_length=MAX_CLOUDS)] = []
+    # empty: every region of the allowed accounts
+    regions: Annotated[list[Region], Field(max_length=MAX_REGIONS)] = []
     priority: Annotated[int, Field(ge=0, le=1000)] = 100
     runtime: Runtime = Runtime()  # the inference engine a replica runs (schema/runtime.py)
-    image: str | None = None  # the runtime's image, as older policies name it: runtime.image
+    image: Text | None = None  # the runtime's image, as older policies name it: runtime.image
     weights: Weights | None = None
     staging: Staging | None = None  # None: weights are fetched from their origin
     baked_image: BakedImage | None = None  # None: nodes boot the base image
     warm_pool: WarmPool | None = None  # None: every scale-up creates its nodes
-    scale_to_zero_grace_s: Annotated[float, Field(ge=0)] = 600.0
+    scale_to_zero_grace_s: Annotated[float, Field(ge=0, le=30 * 86400)] = 600.0  # <= 30 days
     scaling: ScalingBehavior = ScalingBehavior()
     health: Health = Health()
 
@@ -313,15 +357,16 @@ class Overflow(_Strict):
     """May this customer's models spill onto gpucap's shared capacity, and how much."""
 
     enabled: bool = False
-    max_replicas: Annotated[int, Field(ge=0)] = 0
+    max_replicas: Annotated[int, Field(ge=0, le=MAX_OVERFLOW_REPLICAS)] = 0
     max_usd_per_hour: Annotated[float, Field(ge=0)] | None = None
-    models: list[str] = []  # empty: every model
+    # empty: every model
+    models: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_MODELS)] = []
 
 
 class Policy(_Strict):
     customer: Name
-    accounts: Annotated[list[Account], Field(min_length=1)]
-    models: list[Model] = []
+    accounts: Annotated[list[Account], Field(min_length=1, max_length=MAX_ACCOUNTS)]
+    models: Annotated[list[Model], Field(max_length=MAX_MODELS)] = []
     overflow: Overflow = Overflow()
 
     def model(self, name: str) -> Model | None:
@@ -364,14 +409,14 @@ def _semantic(p: Policy) -> Iterator[Problem]:
     seen: dict[str, int] = {}
     for i, acct in enumerate(p.accounts):
         if acct.name in seen:
-            yield Problem(("accounts", i, "name"), f"duplicate account name {acct.name!r}")
+            yield Problem(("accounts", i, "name"), f"duplicate account name {echo(acct.name)}")
         seen[acct.name] = i
         known = REGIONS[acct.cloud]
         for j, region in enumerate(acct.regions):
             if region not in known:
                 yield Problem(
                     ("accounts", i, "regions", j),
-                    f"unknown {acct.cloud.value} region {region!r} (known: {', '.join(known)})",
+                    f"unknown {acct.cloud.value} region {echo(region)} (known: {', '.join(known)})",
                 )
         yield from _credential_problems(i, acct)
         for j, c in enumerate(acct.committed):
@@ -382,13 +427,13 @@ def _semantic(p: Policy) -> Iterator[Problem]:
                 )
                 yield Problem(
                     ("accounts", i, "committed", j, "instance_type"),
-                    f"{c.instance_type!r} is not a {acct.cloud.value} GPU instance type "
+                    f"{echo(c.instance_type)} is not a {acct.cloud.value} GPU instance type "
                     f"(known: {offered})",
                 )
             if c.region not in acct.regions:
                 yield Problem(
                     ("accounts", i, "committed", j, "region"),
-                    f"region {c.region!r} is not one of this account's regions",
+                    f"region {echo(c.region)} is not one of this account's regions",
                 )
         yield from _staging_problems(i, acct)
         for name in acct.prices:
@@ -396,7 +441,7 @@ def _semantic(p: Policy) -> Iterator[Problem]:
             if it is None or it.cloud != acct.cloud:
                 yield Problem(
                     ("accounts", i, "prices", name),
-                    f"{name!r} is not a {acct.cloud.value} GPU instance type",
+                    f"{echo(name)} is not a {acct.cloud.value} GPU instance type",
                 )
 
     clouds = {a.cloud for a in p.accounts}
@@ -404,18 +449,19 @@ def _semantic(p: Policy) -> Iterator[Problem]:
     models_seen: set[str] = set()
     for i, m in enumerate(p.models):
         if m.name in models_seen:
-            yield Problem(("models", i, "name"), f"duplicate model name {m.name!r}")
+            yield Problem(("models", i, "name"), f"duplicate model name {echo(m.name)}")
         models_seen.add(m.name)
         if m.min_replicas > m.max_replicas:
             yield Problem(
                 ("models", i, "min_replicas"),
                 f"min_replicas ({m.min_replicas}) is greater than max_replicas ({m.max_replicas})",
             )
+        yield from _overflow_bound_problems(i, m, p)
         yield from _warm_pool_problems(i, m)
         shapes_seen: set[str] = set()
         for j, opt in enumerate(m.shapes):
             if opt.shape in shapes_seen:
-                yield Problem(("models", i, "shapes", j, "shape"), f"duplicate {opt.shape!r}")
+                yield Problem(("models", i, "shapes", j, "shape"), f"duplicate {echo(opt.shape)}")
             shapes_seen.add(opt.shape)
             if m.target.metric == "tokens_per_s" and opt.tokens_per_s is None:
                 yield Problem(
@@ -432,17 +478,17 @@ def _semantic(p: Policy) -> Iterator[Problem]:
             if cloud not in clouds:
                 yield Problem(
                     ("models", i, "clouds", j),
-                    f"cloud {cloud.value!r} has no account in this policy",
+                    f"cloud {echo(cloud.value)} has no account in this policy",
                 )
         for j, region in enumerate(m.regions):
             if region not in all_regions:
                 yield Problem(
                     ("models", i, "regions", j),
-                    f"region {region!r} is not in any account of this policy",
+                    f"region {echo(region)} is not in any account of this policy",
                 )
     for j, name in enumerate(p.overflow.models):
         if name not in models_seen:
-            yield Problem(("overflow", "models", j), f"unknown model {name!r}")
+            yield Problem(("overflow", "models", j), f"unknown model {echo(name)}")
     if p.overflow.enabled and not any(a.owner == Owner.SHARED for a in p.accounts):
         yield Problem(
             ("overflow", "enabled"), "overflow is enabled but no account has owner: shared"
@@ -465,7 +511,7 @@ def _staging_problems(i: int, acct: Account) -> Iterator[Problem]:
         if not _BUCKET.match(name) or ".." in name:
             yield Problem(
                 (*where, "bucket"),
-                f"{name!r} is not a valid bucket name (3-63 lowercase letters, digits, dots "
+                f"{echo(name)} is not a valid bucket name (3-63 lowercase letters, digits, dots "
                 "and hyphens, starting and ending with a letter or digit)",
             )
             break
@@ -485,7 +531,7 @@ def _weights_problems(i: int, m: Model) -> Iterator[Problem]:
             cloud = cloud_of_uri(uri)
             path = ("models", i, "weights", "mirrors", j)
             if cloud is None:
-                yield Problem(path, f"{uri!r} is not an s3://, gs:// or oci:// object URI")
+                yield Problem(path, f"{echo(uri)} is not an s3://, gs:// or oci:// object URI")
             elif cloud == cloud_of_uri(w.uri) or cloud in seen:
                 yield Problem(path, f"a second {cloud.value} origin (one per cloud)")
             else:
@@ -498,8 +544,29 @@ def _weights_problems(i: int, m: Model) -> Iterator[Problem]:
         elif not any(cloud_of_uri(u) for u in [w.uri, *w.mirrors]):
             yield Problem(
                 ("models", i, "staging"),
-                f"weights {w.uri!r} are in no cloud's object store: nothing to copy from",
+                f"weights {echo(w.uri)} are in no cloud's object store: nothing to copy from",
             )
+
+
+def _overflow_bound_problems(i: int, m: Model, p: Policy) -> Iterator[Problem]:
+    """A model that may run only on gpucap's shared accounts holds at most the customer's
+    overflow.max_replicas there, so a larger min_replicas is one the loop could never meet."""
+    allowed = [
+        a
+        for a in p.accounts
+        if (not m.clouds or a.cloud in m.clouds)
+        and (not m.regions or set(a.regions) & set(m.regions))
+    ]
+    if not allowed or any(a.owner != Owner.SHARED for a in allowed):
+        return
+    cap = p.overflow.max_replicas if p.overflow.enabled else 0
+    if m.min_replicas > cap:
+        yield Problem(
+            ("models", i, "min_replicas"),
+            f"min_replicas ({m.min_replicas}) is more than this model can hold: it may run "
+            f"only on shared accounts, where overflow.max_replicas is {cap}"
+            + ("" if p.overflow.enabled else " (overflow is not enabled)"),
+        )
 
 
 def _warm_pool_problems(i: int, m: Model) -> Iterator[Problem]:

@@ -15,16 +15,59 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    NodeEvent,
+)
 
-from schema.policy import SECRET_FIELDS, Policy, Problem, semantic_problems
+from schema.policy import SECRET_FIELDS, Policy, Problem, echo, semantic_problems
+
+# Limits on what one YAML document may cost to read (issue 26: a 2 KB "billion laughs" of
+# nested aliases took 36 s of CPU and 340 MB). gpucap's own bounds, far past any real file:
+# the nodes (scalars and collections) the document has once every alias is expanded — a
+# policy of MAX_MODELS (10,000) models is about 200,000 — and how deeply collections nest
+# (a policy nests 6 levels deep).
+MAX_YAML_NODES = 1_000_000
+MAX_YAML_ALIASES = 1_000
+MAX_YAML_DEPTH = 64
+
+
+# How many problems one error carries: the first ones in document order, at most this many
+# and about this many characters of them, then one line counting the rest. A gRPC error
+# carries them three times (message, BadRequest, PolicyProblems) in its trailers, which
+# gRPC refuses past 8 KB ("metadata size exceeds soft limit": 80 one-line problems did it),
+# and a person fixes a file from its first problems anyway.
+MAX_PROBLEMS = 20
+MAX_PROBLEM_CHARS = 1500
 
 
 class PolicyError(Exception):
-    """A policy file that cannot be accepted; ``problems`` lists every reason, in order."""
+    """A policy file that cannot be accepted; ``problems`` lists the reasons, in order
+    (at most :data:`MAX_PROBLEMS`, the last one then counting those left out)."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = first_problems(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def first_problems(problems: list[Problem]) -> list[Problem]:
+    """``problems`` within :data:`MAX_PROBLEMS` and :data:`MAX_PROBLEM_CHARS` (one at
+    least), plus a last problem saying how many more there are."""
+    kept: list[Problem] = []
+    used = 0
+    for p in problems:
+        size = len(str(p))
+        if len(kept) == MAX_PROBLEMS or (kept and used + size > MAX_PROBLEM_CHARS):
+            break
+        kept.append(p)
+        used += size
+    rest = len(problems) - len(kept)
+    if rest:
+        reason = f"{rest} more problem{'s' if rest != 1 else ''} not shown: fix these first"
+        kept.append(Problem((), reason, problems[0].file))
+    return kept
 
 
 @dataclass(frozen=True)
@@ -60,9 +103,10 @@ def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, Comment
     """Parse YAML text into ``model``; every problem (syntax, type, unknown field, range)
     becomes a :class:`Problem` with file, line and field path. Used for every gpucap YAML
     file (policies, the daemon config, account files) so they all report errors alike."""
-    yaml = YAML(typ="rt")
     try:
-        doc = yaml.load(text)
+        doc = load_yaml(text, source)
+    except PolicyError:
+        raise
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -89,6 +133,59 @@ def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, Comment
         raise PolicyError([locate(doc, _from_pydantic(e), source) for e in exc.errors()]) from exc
 
 
+def load_yaml(text: str, source: str) -> Any:
+    """``text`` loaded round-trip (line numbers kept), after :func:`yaml_limit_problem`:
+    raises :class:`PolicyError` for a document over the limits, ruamel's errors as they
+    are for bad syntax."""
+    too_much = yaml_limit_problem(text, source)
+    if too_much is not None:
+        raise PolicyError([too_much])
+    return YAML(typ="rt").load(text)
+
+
+def yaml_limit_problem(text: str, source: str) -> Problem | None:
+    """Why ``text`` is too costly to load (aliases, nesting), or None. Reads the parser's
+    events only, which costs time linear in the text: nothing is expanded or built. Text
+    that does not parse is None here (the loader reports the syntax error)."""
+    size: dict[str, int] = {}  # an anchor's expanded node count
+    open_at: list[tuple[str | None, int]] = []  # per open collection: anchor, nodes before it
+    nodes = aliases = 0
+    try:
+        for ev in YAML(typ="rt").parse(text):
+            if not isinstance(ev, NodeEvent | CollectionEndEvent):
+                continue
+            line = ev.start_mark.line + 1 if ev.start_mark is not None else None
+            if isinstance(ev, AliasEvent):
+                aliases += 1
+                nodes += size.get(str(ev.anchor), 1)
+                if aliases > MAX_YAML_ALIASES:
+                    reason = f"more than {MAX_YAML_ALIASES} aliases (*name)"
+                    return Problem((), reason, source, line)
+            elif isinstance(ev, CollectionStartEvent):
+                nodes += 1
+                open_at.append((ev.anchor, nodes - 1))
+                if len(open_at) > MAX_YAML_DEPTH:
+                    reason = f"nested more than {MAX_YAML_DEPTH} levels deep"
+                    return Problem((), reason, source, line)
+            elif isinstance(ev, CollectionEndEvent):
+                anchor, before = open_at.pop() if open_at else (None, nodes)
+                if anchor is not None:
+                    size[str(anchor)] = nodes - before
+            else:  # a scalar
+                nodes += 1
+                if ev.anchor is not None:
+                    size[str(ev.anchor)] = 1
+            if nodes > MAX_YAML_NODES:
+                reason = (
+                    f"more than {MAX_YAML_NODES:,} values once its aliases are expanded "
+                    "(a YAML alias bomb?)"
+                )
+                return Problem((), reason, source, line)
+    except Exception:  # bad syntax: the loader reports it, with its position
+        return None
+    return None
+
+
 def _plain(node: Any) -> Any:
     if isinstance(node, CommentedMap):
         return {str(k): _plain(v) for k, v in node.items()}
@@ -106,6 +203,8 @@ def problems_from_validation_error(exc: ValidationError) -> list[Problem]:
 # Errors whose input is not echoed: a whole section (a model validator's) is noise, and a
 # value that holds a secret must not be repeated in an error message or a log.
 _NO_ECHO = ("model_type", "dict_type", "list_type", "secret_in_value")
+# The longest reason a problem keeps (a validator's message could quote a whole value).
+MAX_REASON = 1000
 
 
 def _from_pydantic(err: Any) -> Problem:
@@ -130,9 +229,13 @@ def _from_pydantic(err: Any) -> Problem:
         # Skip the echo when the validator's message already quotes the value (a number in
         # the message is the bound, not the value: "greater than 1" for an input of 1).
         quoted = isinstance(err.get("input"), str) and shown in reason
-        section = isinstance(err.get("input"), dict)
+        # (nor for a list: "at most 32 items" says it, its items would not)
+        section = isinstance(err.get("input"), dict | list)
         if "input" in err and kind not in _NO_ECHO and not quoted and not section:
-            reason += f" (got {shown})"
+            reason += f" (got {echo(err.get('input'))})"
+    # (pydantic's own messages name bounds, not values; a validator's may quote a value)
+    if len(reason) > MAX_REASON:
+        reason = reason[:MAX_REASON] + "..."
     return Problem(path, reason)
 
 

@@ -45,11 +45,16 @@ class _Strict(BaseModel):
 class Runtime(_Strict):
     engine: Engine = Engine.VLLM
     image: Annotated[str, Field(min_length=1, max_length=500)] | None = None
-    args: list[OneLine] = []  # appended to the engine's own
-    env: dict[EnvName, OneLine] = {}
+    # (each bounded, as every list a caller sends is: issue 26; a node's user data has to
+    # hold them, and EC2's is at most 16 KB, so 256 lines is already more than fits)
+    args: Annotated[list[OneLine], Field(max_length=256)] = []  # appended to the engine's own
+    env: Annotated[
+        dict[Annotated[EnvName, Field(max_length=256)], OneLine], Field(max_length=256)
+    ] = {}
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    tensor_parallel: Annotated[int, Field(ge=1)] | None = None  # default: GPUs per node
-    pipeline_parallel: Annotated[int, Field(ge=1)] | None = None  # default: nodes
+    # default: GPUs per node (the bound only keeps a number sane: runtime_problems checks it)
+    tensor_parallel: Annotated[int, Field(ge=1, le=1024)] | None = None
+    pipeline_parallel: Annotated[int, Field(ge=1, le=1024)] | None = None  # default: nodes
 
 
 def runtime_problems(

@@ -7,7 +7,12 @@ from datetime import datetime
 from sqlalchemy import select
 
 from autoscaler import Autoscaler, Decision
-from controlplane.api.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from controlplane.api.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    check_id,
+)
 from controlplane.api.paging import matching, page, page_limit
 from controlplane.api.views import ReplayView
 from controlplane.decider_code import decider_code
@@ -65,6 +70,7 @@ class Decisions:
         without inputs cannot be rebuilt: both are FailedPreconditionError."""
         if decision_id <= 0:
             raise InvalidArgumentError("id", f"required: a decision id (got {decision_id})")
+        check_id("id", decision_id)
         with self._store.session() as s:
             record = s.get(DecisionRecord, decision_id)
             if record is None:

@@ -14,6 +14,7 @@ from controlplane.store.events import record_event
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, Pool
 from controlplane.store.transitions import drain_replica, retire_replica
+from schema.policy import MAX_REPLICAS
 from schema.types import Cloud, NodeState
 
 
@@ -23,8 +24,10 @@ class OnCall:
 
     def pin(self, customer: str, name: str, replicas: int | None) -> ModelView:
         """Pin a model's replica count (bypasses the autoscaler); ``None`` removes the pin."""
-        if replicas is not None and replicas < 0:
-            raise InvalidArgumentError("replicas", f"must be >= 0 (got {replicas})")
+        if replicas is not None and not 0 <= replicas <= MAX_REPLICAS:
+            raise InvalidArgumentError(
+                "replicas", f"must be between 0 and {MAX_REPLICAS} (got {replicas})"
+            )
 
         def do(s: Session) -> ModelView:
             row = live_model(s, customer, name)

@@ -7,15 +7,14 @@ from typing import Any, TypeVar
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from controlplane.api.errors import InvalidArgumentError
+from controlplane.api.errors import InvalidArgumentError, check_id
 
 R = TypeVar("R")
 Q = TypeVar("Q", bound="Select[*tuple[Any, ...]]")  # any select, narrowed by matching
 
 
 def page_limit(since_id: int, limit: int, most: int) -> int:
-    if since_id < 0:
-        raise InvalidArgumentError("since_id", f"must be >= 0 (got {since_id})")
+    check_id("since_id", since_id)
     if limit < 0:
         raise InvalidArgumentError("limit", f"must be >= 0 (got {limit})")
     return min(limit or 100, most)

@@ -17,6 +17,7 @@ from autoscaler import Decision
 from controlplane.api import (
     Endpoint,
     EndpointsSnapshot,
+    InvalidArgumentError,
     ModelView,
     NodeView,
     PolicyView,
@@ -33,7 +34,17 @@ from controlplane.audit import AuditReport, Category, Finding, SiteReport
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from providers.base import TAG_CUSTOMER, CloudNode
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
-from schema.policy import Health, Problem, ScalingBehavior, Staging
+from schema.policy import (
+    MAX_CLOUDS,
+    MAX_MIRRORS,
+    MAX_REGIONS,
+    MAX_SHAPES,
+    Health,
+    Problem,
+    ScalingBehavior,
+    Staging,
+)
+from schema.runtime import Runtime
 
 
 def ts(value: datetime | None) -> Timestamp | None:
@@ -79,8 +90,41 @@ HEALTH_FIELDS = tuple(Health.model_fields)
 WARM_POOL_OPTIONAL = ("max_nodes", "disk_gb")
 
 
+def _max_items(model: type[Any], field: str) -> int:
+    """A list field's bound on a pydantic model (its ``max_length``)."""
+    for m in model.model_fields[field].metadata:
+        if getattr(m, "max_length", None) is not None:
+            return int(m.max_length)
+    raise ValueError(f"{model.__name__}.{field} has no max_length")
+
+
+# A message's repeated fields and their bounds in schema.policy / schema.runtime, checked
+# before a dict per item is built: 200,000 shapes took 12 s and 370 MB to refuse (issue 26).
+REPEATED_BOUNDS = (
+    (("shapes",), MAX_SHAPES),
+    (("clouds",), MAX_CLOUDS),
+    (("regions",), MAX_REGIONS),
+    (("weights", "mirrors"), MAX_MIRRORS),
+    (("runtime", "args"), _max_items(Runtime, "args")),
+    (("runtime", "env"), _max_items(Runtime, "env")),
+)
+
+
+def check_repeated(spec: pb.ModelSpec) -> None:
+    """INVALID_ARGUMENT naming the first repeated field of ``spec`` over its bound."""
+    for path, most in REPEATED_BOUNDS:
+        value: Any = spec
+        for name in path:
+            value = getattr(value, name)
+        if len(value) > most:
+            raise InvalidArgumentError(
+                "spec." + ".".join(path), f"at most {most} items (got {len(value)})"
+            )
+
+
 def spec_from_pb(spec: pb.ModelSpec) -> dict[str, Any]:
     """The fields the caller set, as the dict ``schema.policy.Model`` validates."""
+    check_repeated(spec)
     out: dict[str, Any] = {}
     if spec.name:
         out["name"] = spec.name

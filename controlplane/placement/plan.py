@@ -15,6 +15,17 @@ from schema.types import CapacityTier
 # then shared overflow (BRIEF.md "Capacity is a market").
 TIER_RANK = {CapacityTier.COMMITTED: 0, CapacityTier.ON_DEMAND: 1, CapacityTier.SHARED: 2}
 
+# The most launches one plan makes for one model, and for one customer's models together;
+# what is still wanted waits for the next tick (the place job's default interval is 15 s,
+# schema/daemon_config.py). A tick's work then stays bounded whatever a model asks for:
+# a model of min_replicas 2^32-1 once kept the place job in one tick for good, and every
+# customer's placement with it (issue 26). gpucap's own bound, not a cloud's: 100 per model
+# per tick is a scale-up of 400 replicas a minute, past any burst docs/benchmarks.md
+# measures, and more than EC2 sustains anyway (RunInstances' resource token bucket refills
+# 2 instances a second per account and region, "Request throttling for the Amazon EC2 API").
+MAX_LAUNCHES_PER_MODEL = 100
+MAX_LAUNCHES_PER_CUSTOMER = 1000
+
 
 @dataclass(frozen=True)
 class PoolView:
@@ -66,6 +77,8 @@ class PlacementInput:
     shared_replicas_in_use: int = 0  # the customer's replicas on shared pools, all models
     shared_usd_per_hour_in_use: float = 0.0
     now: float = 0.0
+    # At most this many launches in this plan (the rest next tick; see MAX_LAUNCHES_PER_MODEL)
+    max_launches: int = MAX_LAUNCHES_PER_MODEL
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,7 @@ class Plan:
     launches: tuple[Launch, ...] = ()
     drains: tuple[Drain, ...] = ()
     unplaced: int = 0  # replicas wanted that no pool could take now
+    deferred: int = 0  # replicas wanted past this tick's launch bound: next tick's
     rejections: dict[str, int] = field(default_factory=dict)  # filter name -> pools rejected
     detail: str = ""
 
@@ -242,7 +256,8 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     # max_replicas also bounds the replicas run: with a much smaller overflow shape, the
     # units it takes would otherwise launch without limit.
     room = max(0, model.max_replicas - len(inp.replicas))
-    while units < inp.desired - UNIT_EPS and len(launches) < room:
+    budget = min(room, max(0, inp.max_launches))
+    while units < inp.desired - UNIT_EPS and len(launches) < budget:
         best: tuple[tuple[float, ...], PoolView, ShapeOption] | None = None
         for pool in candidates:
             opt = option_for(inp.model.spec, pool.gpu_shape)
@@ -290,6 +305,15 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     # What no pool could take, in replicas of the first shape.
     unplaced = max(0, math.ceil(inp.desired - units - UNIT_EPS))
     detail = f"launch {len(launches)} for {wanted} wanted"
+    if unplaced and len(launches) == budget < room:
+        # (stopped by this tick's bound, not by the pools: the rest is next tick's)
+        detail += f"; {unplaced} more next tick (at most {budget} launches this tick)"
+        return Plan(
+            launches=tuple(launches),
+            deferred=unplaced,
+            rejections=dict(rejections),
+            detail=detail,
+        )
     if unplaced and len(launches) == room:
         detail += f"; {unplaced} unplaced (max_replicas {model.max_replicas} reached)"
     elif unplaced:
@@ -372,7 +396,10 @@ def plan(inp: CustomerInput) -> CustomerPlan:
     """Every model of one customer, highest priority first (then by name): each model's
     launches count against the pools' nodes and the overflow budget before the next model is
     planned, so the caps hold for the customer as a whole (Karpenter's ``Solve``: one
-    simulation over all pending work, then the result is applied)."""
+    simulation over all pending work, then the result is applied). Each model launches at
+    most :data:`MAX_LAUNCHES_PER_MODEL`, and all together :data:`MAX_LAUNCHES_PER_CUSTOMER`
+    (in the same order: the rest of a lower-priority model waits for a later tick)."""
+    launches_left = MAX_LAUNCHES_PER_CUSTOMER
     in_use = {p.id: p.nodes_in_use for p in inp.pools}
     shared_replicas = inp.shared_replicas_in_use
     shared_usd = inp.shared_usd_per_hour_in_use
@@ -401,8 +428,10 @@ def plan(inp: CustomerInput) -> CustomerPlan:
                 shared_replicas_in_use=shared_replicas,
                 shared_usd_per_hour_in_use=shared_usd,
                 now=inp.now,
+                max_launches=min(MAX_LAUNCHES_PER_MODEL, launches_left),
             )
         )
+        launches_left -= len(result.launches)
         for launch in result.launches:
             in_use[launch.pool_id] += launch.nodes
             if pools[launch.pool_id].tier == CapacityTier.SHARED:
