@@ -27,7 +27,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from schema.account_file import load_account_file
 from schema.policy import Problem
-from schema.policy_file import PolicyError
+from schema.policy_file import PolicyError, load_yaml
 
 INCLUDE_KEY = "file"
 
@@ -50,8 +50,8 @@ def expand_account_includes(text: str, source: str, base_dir: Path) -> str:
     if f"{INCLUDE_KEY}:" not in text and f"{INCLUDE_KEY} :" not in text:
         return text
     try:
-        doc = YAML(typ="rt").load(text)
-    except Exception:  # the policy parser reports syntax errors with their position
+        doc = load_yaml(text, source)  # (within the alias and nesting limits)
+    except Exception:  # the policy parser reports these problems with their position
         return text
     accounts = doc.get("accounts") if isinstance(doc, CommentedMap) else None
     if not isinstance(accounts, CommentedSeq):

@@ -31,7 +31,7 @@ class InvalidArgumentError(ServiceError):
     def __init__(self, field: str, reason: str, *more: tuple[str, str]) -> None:
         self.violations: list[tuple[str, str]] = _first([(field, reason), *more])
         self.field, self.reason = self.violations[0]
-        super().__init__("; ".join(f"{f}: {r}" for f, r in self.violations))
+        super().__init__("; ".join(f"{f}: {r}" if f else r for f, r in self.violations))
 
     @classmethod
     def from_problems(cls, problems: Iterable[Problem], prefix: str = "") -> InvalidArgumentError:
