@@ -6,7 +6,12 @@ Each job runs on its own interval with ``max_instances=1`` and ``coalesce=True``
 tick never piles up behind itself, and missed ticks collapse into one (the loop is level
 triggered, so nothing is lost). SIGTERM/SIGINT let the running ticks finish, then close
 everything; SIGHUP re-applies the configured policy files (a bad file is reported and the
-last good policy stays active)."""
+last good policy stays active).
+
+Several daemons may share one PostgreSQL database: the jobs act only while this daemon holds
+the leases (``controlplane.leadership``), their writes are fenced by the lease token
+(``Store.fenced``), and a standby's jobs fire without acting while its API serves reads.
+On SQLite one daemon per database file: a second refuses to start."""
 
 from __future__ import annotations
 
@@ -28,12 +33,15 @@ from sqlalchemy.orm.exc import StaleDataError
 from autoscaler import GpucapAutoscaler
 from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
+from controlplane.health import Readiness, readiness
 from controlplane.jobticks import JobTicks
+from controlplane.leadership import Leadership, hold_sqlite, release_sqlite
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import BootConfig, HealthProbe, ProviderResolver
 from controlplane.metrics_sources import MetricsSource
 from controlplane.node_tokens import NODE_TOKEN_KEY_FILE, NodeTokens
 from controlplane.store.db import Store
+from controlplane.store.leases import Fenced
 from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
 from providers.credentials import ExternalIdGenerator, load_or_create_key
@@ -103,12 +111,22 @@ class Daemon:
         self.grpc_port: int | None = None
         self.metrics_port: int | None = None
         self._companions: list[Companion] = []  # the ones started, to stop
+        self.leadership: Leadership | None = None
+        self._sqlite_lock: Path | None = None
+        self._intervals: dict[str, float] = {}
+        self._started_mono = time.monotonic()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         w = self.wiring
+        # Before anything touches the file: a second daemon on it stops here.
+        self._sqlite_lock = hold_sqlite(w.database_url)
         upgrade(w.database_url)
         self.store = Store.from_url(w.database_url)
+        lc = self.config.leadership
+        self.leadership = Leadership.from_url(
+            w.database_url, shards=lc.shards, ttl_s=lc.ttl_s, on_round=self._on_lease_round
+        )
         # One decider instance for the loop and for `gpucap decisions replay`, so a replay
         # runs exactly the decider that made the decision.
         autoscaler = GpucapAutoscaler()
@@ -128,7 +146,9 @@ class Daemon:
             here = f"http://127.0.0.1:{self.metrics_port}{http_endpoint.PHASES_PATH}"
             boot = replace(boot, report_url=here)
         ctx = LoopContext(
-            store=self.store,
+            # The acting path writes through the fence: a deposed leader's late writes roll
+            # back (store/db.py), whichever job makes them.
+            store=self.store.fenced(self.leadership),
             providers=w.providers,
             metrics_source=w.metrics_source,
             health=w.health,
@@ -142,9 +162,18 @@ class Daemon:
         for companion in w.companions:
             companion.start(self)
             self._companions.append(companion)
+        # One round before the first tick: a lone daemon acts from its first tick on.
+        self.leadership.step()
+        self.leadership.when_elected(self._run_jobs_now)
+        self._started_mono = time.monotonic()
         self._start_scheduler()
+        self.leadership.start()
+        view = self.leadership.view()
         log.info(
             "daemon.started",
+            role=view.role,
+            holder=view.holder,
+            tokens=view.held,
             grpc=f"{self.config.grpc.addr.rsplit(':', 1)[0]}:{self.grpc_port}",
             metrics=self.metrics_port,
             database=_redact(w.database_url),
@@ -175,6 +204,9 @@ class Daemon:
             # wait=True: the ticks that are running finish; no new ones start.
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+        if self.leadership is not None:
+            # After the last tick committed: a standby may take over at once.
+            self.leadership.stop(release=True)
         while self._companions:
             companion = self._companions.pop()
             try:
@@ -190,6 +222,11 @@ class Daemon:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self.leadership is not None:
+            self.leadership.close()
+            self.leadership = None
+        release_sqlite(self._sqlite_lock)
+        self._sqlite_lock = None
         log.info("daemon.stopped")
 
     # ------------------------------------------------------------------ policies
@@ -236,6 +273,7 @@ class Daemon:
             ("staging", self.loop.stage_weights, t.staging_s),
             ("images", self.loop.bake_images, t.images_s),
         ]
+        self._intervals = {name: every for name, _, every in jobs}
         for name, fn, every in jobs:
             sched.add_job(
                 self._tick(name, fn),
@@ -248,13 +286,31 @@ class Daemon:
         sched.start()
         self._scheduler = sched
 
+    def _run_jobs_now(self) -> None:
+        """Just elected: tick every job now instead of at its next interval (a takeover
+        should not wait out the place job's 15 s)."""
+        sched = self._scheduler
+        if sched is None:
+            return
+        for job in sched.get_jobs():
+            with contextlib.suppress(Exception):  # (a job gone during shutdown)
+                job.modify(next_run_time=datetime.now(UTC))
+
     def _tick(self, name: str, fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
+            self.job_ticks.beat(name, time.monotonic())
+            if self.leadership is None or not self.leadership.acting():
+                return  # a standby: another daemon acts
             started = datetime.now(UTC)
             t0 = time.perf_counter()
             error: str | None = None
             try:
                 fn()
+            except Fenced as exc:
+                # This daemon lost its lease while the tick ran: its writes rolled back.
+                error = f"fenced: {exc}"
+                self.telemetry.tick_errors.labels(name, "Fenced").inc()
+                log.warning("job.fenced", job=name, detail=str(exc))
             except StaleDataError as exc:
                 # Another job changed the same rows first (optimistic locking did its job);
                 # this tick's writes were rolled back and the next tick sees the new state.
@@ -272,6 +328,40 @@ class Daemon:
 
         return run
 
+    # ------------------------------------------------------------------ health
+    def readiness(self) -> Readiness:
+        """``/readyz`` and gRPC health: leases held or followed, jobs ticking, store up."""
+        lead = self.leadership
+        if lead is None:
+            return Readiness(False, "unknown", {"daemon": {"ok": False, "detail": "stopped"}})
+        return readiness(
+            lead.view(),
+            self.job_ticks.beats(),
+            self._intervals,
+            self.config.leadership.ready_intervals,
+            self._started_mono,
+            time.monotonic(),
+            self._store_error(),
+        )
+
+    def _store_error(self) -> str | None:
+        lead = self.leadership
+        if lead is None:
+            return "stopped"
+        try:
+            # The lease engine: its own connection, with a connect timeout.
+            with lead.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            return None
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return f"{type(exc).__name__}: {first}"
+
+    def _on_lease_round(self, _view: Any) -> None:
+        grpc_server = self._grpc
+        if grpc_server is not None and self._intervals:
+            grpc_server.set_serving(self.readiness().ready)
+
     def _start_metrics(self) -> None:
         addr = self.config.metrics_addr
         if not addr:
@@ -279,9 +369,18 @@ class Daemon:
         host, _, port = addr.rpartition(":")
         assert self.service is not None
         wsgi = http_endpoint.app(
-            self.telemetry.registry, self.service.report_node_phase, self.service.prometheus_sd
+            self.telemetry.registry,
+            self.service.report_node_phase,
+            self.service.prometheus_sd,
+            ready=self.readiness,
         )
-        server, _thread = http_endpoint.serve(host or "127.0.0.1", int(port), wsgi)
+        try:
+            server, _thread = http_endpoint.serve(host or "127.0.0.1", int(port), wsgi)
+        except OSError as exc:
+            raise OSError(
+                f"cannot listen on {addr} for /metrics: {exc.strerror or exc} "
+                "(another daemon on this address?)"
+            ) from exc
         self._http = server
         self.metrics_port = server.server_address[1]
 

@@ -1,5 +1,7 @@
 """The daemon's HTTP port: Prometheus ``/metrics``, ``/sd/prometheus`` (HTTP service discovery
-of every ready engine, ``controlplane.api.endpoints``), and ``POST /v1/node-phases`` where a
+of every ready engine, ``controlplane.api.endpoints``), the unauthenticated probes
+``/healthz`` (200 while the process serves HTTP) and ``/readyz`` (200 when ready, else 503;
+both bodies JSON naming each check, ``controlplane.health``), and ``POST /v1/node-phases`` where a
 booting node reports its phases with curl (``bootstrap/node.sh``: a JSON body ``{node_id,
 phase, at, detail}``, its boot token as ``Authorization: Bearer``). The same API call as gRPC
 ``ReportNodePhase``; answers 200 ``{"recorded": bool}``, or 400/401/403 ``{"error": ...}``."""
@@ -21,10 +23,13 @@ from controlplane.api import (
     PhaseReport,
     UnauthenticatedError,
 )
+from controlplane.health import Readiness
 
 MAX_BODY = 4096
 PHASES_PATH = "/v1/node-phases"
 SD_PATH = "/sd/prometheus"
+HEALTHZ_PATH = "/healthz"
+READYZ_PATH = "/readyz"
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
@@ -33,8 +38,11 @@ def app(
     registry: CollectorRegistry,
     report: Callable[[PhaseReport], bool],
     sd: Callable[[], list[dict[str, Any]]] | None = None,
+    *,
+    ready: Callable[[], Readiness] | None = None,
 ) -> WsgiApp:
-    """``sd``: the Prometheus HTTP SD target groups (``/sd/prometheus``; None: not served)."""
+    """``sd``: the Prometheus HTTP SD target groups (``/sd/prometheus``; None: not served);
+    ``ready``: the daemon's readiness (``/healthz`` and ``/readyz``; None: not served)."""
     metrics = make_wsgi_app(registry)
 
     def reply(start: StartResponse, status: str, body: object) -> list[bytes]:
@@ -46,6 +54,12 @@ def app(
         path = environ.get("PATH_INFO", "")
         if path == SD_PATH and sd is not None:
             return reply(start, "200 OK", sd())
+        if path == HEALTHZ_PATH and ready is not None:
+            return reply(start, "200 OK", {"alive": True})
+        if path == READYZ_PATH and ready is not None:
+            state = ready()
+            code = "200 OK" if state.ready else "503 Service Unavailable"
+            return reply(start, code, state.body())
         if path != PHASES_PATH:
             return metrics(environ, start)
         if environ.get("REQUEST_METHOD") != "POST":

@@ -1,5 +1,7 @@
 """What the daemon last saw of each periodic job: the daemon records every APScheduler
 tick here, and the API's status read is given this object to show them (``gpucap status``).
+A standby's jobs fire but do not act: they beat (``/readyz`` reads the beats) without
+recording a tick.
 
 Kept in memory: a restarted daemon has none, which is the truth (no tick has run in this
 process yet)."""
@@ -28,6 +30,17 @@ class JobTicks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ticks: dict[str, JobTick] = {}
+        self._beats: dict[str, float] = {}
+
+    def beat(self, job: str, at: float) -> None:
+        """The scheduler fired ``job`` at ``at`` (monotonic seconds), whether it then acted
+        or stood by: what ``/readyz`` reads to tell a live scheduler from a stalled job."""
+        with self._lock:
+            self._beats[job] = at
+
+    def beats(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._beats)
 
     def record(
         self, job: str, started_at: datetime, duration_s: float, error: str | None = None

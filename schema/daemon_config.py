@@ -111,6 +111,17 @@ class MetricsConfig(_Strict):
         return self
 
 
+class LeadershipConfig(_Strict):
+    """Several daemons on one PostgreSQL database: the one holding the lease acts, the
+    others serve reads and take over within 2 x ``ttl_s`` of its last renewal (renewed
+    every ``ttl_s``/3). ``ready_intervals``: ``/readyz`` fails when a job has not ticked
+    within that many of its intervals."""
+
+    ttl_s: Annotated[float, Field(gt=0, le=600)] = 15.0
+    shards: Annotated[int, Field(ge=1, le=256)] = 1
+    ready_intervals: Annotated[int, Field(ge=1, le=100)] = 3
+
+
 class DaemonConfig(_Strict):
     database_url: str | None = None  # default: SQLite in the state directory
     policies: list[str] = []  # policy files applied at start and on SIGHUP
@@ -126,3 +137,4 @@ class DaemonConfig(_Strict):
     provider_mode: str = Field(default="cloud", pattern="^(cloud|sim)$")
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     metrics: MetricsConfig = MetricsConfig()
+    leadership: LeadershipConfig = LeadershipConfig()

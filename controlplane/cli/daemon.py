@@ -13,6 +13,7 @@ from schema.daemon_config import DaemonConfig, GrpcConfig
 from schema.policy_file import PolicyError, parse_yaml_model
 
 err = Console(stderr=True)
+DEMO_DB = "demo.db"  # the demo's SQLite file in its state directory (demo/wiring.py)
 
 
 def register(app: typer.Typer) -> None:
@@ -68,7 +69,17 @@ def daemon(
     configure_logging(cfg.log_level, json=log_format == "json")
 
     if demo:
-        wiring = demo_wiring(state_dir() / STATE_SUBDIR)
+        from controlplane.leadership import DatabaseInUse, hold_sqlite
+
+        demo_dir = state_dir() / STATE_SUBDIR
+        try:
+            # Before the demo clears its files: a second demo on this state directory would
+            # delete the running one's database. Held for the life of the process.
+            hold_sqlite(f"sqlite:///{demo_dir / DEMO_DB}")
+        except DatabaseInUse as exc:
+            err.print(f"gpucap daemon: cannot start: {exc}", markup=False, highlight=False)
+            raise typer.Exit(1) from exc
+        wiring = demo_wiring(demo_dir)
     else:
         base = config.parent if config is not None else Path.cwd()
         try:
@@ -80,7 +91,7 @@ def daemon(
     try:
         d.start()
     except Exception as exc:  # e.g. refusing a non-loopback address without TLS + token
-        err.print(f"gpucap daemon: cannot start: {exc}", markup=False)
+        err.print(f"gpucap daemon: cannot start: {exc}", markup=False, highlight=False)
         d.stop()
         raise typer.Exit(1) from exc
     if demo:

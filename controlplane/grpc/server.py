@@ -562,6 +562,19 @@ class GrpcServer:
         self._stopping = stopping
         self._health = health
 
+    def set_serving(self, serving: bool) -> None:
+        """gRPC health follows the daemon's readiness (``controlplane.health``): NOT_SERVING
+        while it neither holds nor follows a lease, a job stalled, or the store is away."""
+        if self._stopping.is_set():
+            return
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, status)
+
     def stop(self, grace: float | None = 5.0) -> None:
         """Finish in-flight unary calls (up to ``grace`` seconds) and end event streams."""
         self._stopping.set()
@@ -593,6 +606,9 @@ def serve(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         interceptors=interceptors,
+        # grpc sets SO_REUSEPORT by default: a second daemon would bind the same port and
+        # the kernel would spread the CLI's calls across both. Off: the second fails to bind.
+        options=[("grpc.so_reuseport", 0)],
     )
     stopping = threading.Event()
     servicer = ControlPlaneServicer(
@@ -619,9 +635,12 @@ def serve(
         else:
             port = server.add_insecure_port(addr)
     except RuntimeError as exc:  # grpc reports a failed bind this way
-        raise OSError(f"cannot listen on {addr}: {exc}") from exc
+        raise OSError(
+            f"cannot listen on {addr}: address in use (another daemon?) or not available "
+            f"({str(exc).split(';')[0]})"
+        ) from exc
     if port == 0:
-        raise OSError(f"cannot listen on {addr} (address in use?)")
+        raise OSError(f"cannot listen on {addr}: address in use (another daemon?)")
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
