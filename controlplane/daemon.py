@@ -137,6 +137,8 @@ class Daemon:
             job_ticks=self.job_ticks,
             # `gpucap explain` shows the loop's own cold-start figures.
             cold_start_scale=w.tuning.cold_start_scale,
+            # `gpucap audit` lists the clouds through the loop's own resolver.
+            providers=w.providers,
         )
         self.apply_policies()
         self._start_metrics()

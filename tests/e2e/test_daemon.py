@@ -134,6 +134,12 @@ def test_demo_scales_across_two_clouds_and_stops_cleanly(demo: Running):
     assert {"collect_metrics", "decide", "place", "reconcile"} <= set(jobs)
     assert all(int(j["runs"]) >= 1 for j in jobs.values()), jobs
 
+    # On-call's audit lists the demo's clouds through the daemon's own resolver: every
+    # instance is one the store tracks (exit 0, or check=True raises).
+    audit = cli(demo.addr, "audit")
+    assert audit["clean"] is True, audit
+    assert sum(int(site.get("tracked", 0)) for site in audit["sites"]) >= len(ready), audit
+
     assert demo.stop() == 0
     lines = [json.loads(x) for x in demo.log.read_text().splitlines() if x.startswith("{")]
     assert lines, "no structured log lines"
