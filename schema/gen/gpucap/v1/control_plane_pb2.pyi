@@ -313,18 +313,24 @@ class GetModelRequest(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
-    __slots__ = ("customer", "include_deleted")
+    __slots__ = ("customer", "include_deleted", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     include_deleted: bool
-    def __init__(self, customer: _Optional[str] = ..., include_deleted: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., include_deleted: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
-    __slots__ = ("models",)
+    __slots__ = ("models", "next_page_token")
     MODELS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[Model]
-    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PinModelRequest(_message.Message):
     __slots__ = ("customer", "name", "replicas")
@@ -413,24 +419,30 @@ class BootPhase(_message.Message):
     def __init__(self, phase: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
-    __slots__ = ("customer", "model", "states", "pool_id", "include_terminal")
+    __slots__ = ("customer", "model", "states", "pool_id", "include_terminal", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
     states: _containers.RepeatedScalarFieldContainer[str]
     pool_id: str
     include_terminal: bool
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., pool_id: _Optional[str] = ..., include_terminal: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., pool_id: _Optional[str] = ..., include_terminal: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
-    __slots__ = ("nodes",)
+    __slots__ = ("nodes", "next_page_token")
     NODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Pool(_message.Message):
     __slots__ = ("id", "customer", "account", "cloud", "owner", "region", "instance_type", "gpu_shape", "tier", "price_usd_per_hour", "committed", "reservation", "cordoned", "unavailable_until", "unavailable_reason", "active", "nodes_by_state", "zones", "zone_blocks")
@@ -494,20 +506,26 @@ class ZoneBlock(_message.Message):
     def __init__(self, zone: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class ListPoolsRequest(_message.Message):
-    __slots__ = ("customer", "cloud", "include_inactive")
+    __slots__ = ("customer", "cloud", "include_inactive", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     CLOUD_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_INACTIVE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     cloud: str
     include_inactive: bool
-    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., include_inactive: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., include_inactive: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListPoolsResponse(_message.Message):
-    __slots__ = ("pools",)
+    __slots__ = ("pools", "next_page_token")
     POOLS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     pools: _containers.RepeatedCompositeFieldContainer[Pool]
-    def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ExplainModelRequest(_message.Message):
     __slots__ = ("customer", "model")
@@ -614,12 +632,16 @@ class CordonPoolsResponse(_message.Message):
     def __init__(self, changed: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., matched: _Optional[int] = ...) -> None: ...
 
 class ListEndpointsRequest(_message.Message):
-    __slots__ = ("customer", "model")
+    __slots__ = ("customer", "model", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("customer", "model", "replica_id", "node_id", "pool_id", "address", "port", "engine", "metrics_path")
@@ -644,18 +666,24 @@ class Endpoint(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., replica_id: _Optional[str] = ..., node_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., engine: _Optional[str] = ..., metrics_path: _Optional[str] = ...) -> None: ...
 
 class ListEndpointsResponse(_message.Message):
-    __slots__ = ("endpoints",)
+    __slots__ = ("endpoints", "next_page_token")
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
-    def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListStagingRequest(_message.Message):
-    __slots__ = ("customer", "model")
+    __slots__ = ("customer", "model", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class WeightCopy(_message.Message):
     __slots__ = ("customer", "model", "account", "cloud", "region", "state", "reason", "source_uri", "dest_uri", "bytes_total", "bytes_done", "progress", "objects", "objects_done", "attempts", "error", "usd_per_month", "started_at", "ready_at", "verified_at", "last_used_at", "retry_at")
@@ -728,22 +756,28 @@ class StagingSite(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., prefix_uri: _Optional[str] = ..., budget_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., usd_per_gb_month: _Optional[float] = ..., usd_per_month: _Optional[float] = ...) -> None: ...
 
 class ListStagingResponse(_message.Message):
-    __slots__ = ("copies", "sites")
+    __slots__ = ("copies", "sites", "next_page_token")
     COPIES_FIELD_NUMBER: _ClassVar[int]
     SITES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     copies: _containers.RepeatedCompositeFieldContainer[WeightCopy]
     sites: _containers.RepeatedCompositeFieldContainer[StagingSite]
-    def __init__(self, copies: _Optional[_Iterable[_Union[WeightCopy, _Mapping]]] = ..., sites: _Optional[_Iterable[_Union[StagingSite, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, copies: _Optional[_Iterable[_Union[WeightCopy, _Mapping]]] = ..., sites: _Optional[_Iterable[_Union[StagingSite, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListImagesRequest(_message.Message):
-    __slots__ = ("customer", "cloud", "region")
+    __slots__ = ("customer", "cloud", "region", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     CLOUD_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     cloud: str
     region: str
-    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MachineImage(_message.Message):
     __slots__ = ("id", "customer", "account", "cloud", "region", "runtime_image", "image_id", "image_name", "state", "version", "source_digest", "instance_type", "in_use", "superseded_by", "error", "age_s", "created_at", "built_at", "ready_at")
@@ -788,18 +822,24 @@ class MachineImage(_message.Message):
     def __init__(self, id: _Optional[str] = ..., customer: _Optional[str] = ..., account: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., runtime_image: _Optional[str] = ..., image_id: _Optional[str] = ..., image_name: _Optional[str] = ..., state: _Optional[str] = ..., version: _Optional[int] = ..., source_digest: _Optional[str] = ..., instance_type: _Optional[str] = ..., in_use: _Optional[bool] = ..., superseded_by: _Optional[str] = ..., error: _Optional[str] = ..., age_s: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., built_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListImagesResponse(_message.Message):
-    __slots__ = ("images",)
+    __slots__ = ("images", "next_page_token")
     IMAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     images: _containers.RepeatedCompositeFieldContainer[MachineImage]
-    def __init__(self, images: _Optional[_Iterable[_Union[MachineImage, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, images: _Optional[_Iterable[_Union[MachineImage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListWarmPoolsRequest(_message.Message):
-    __slots__ = ("customer", "model")
+    __slots__ = ("customer", "model", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class WarmReplica(_message.Message):
     __slots__ = ("id", "state", "replica_state", "nodes", "since", "usd_per_hour")
@@ -850,14 +890,16 @@ class WarmPoolStatus(_message.Message):
     def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., pool_id: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., mode: _Optional[str] = ..., max_nodes: _Optional[int] = ..., disk_gb: _Optional[int] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ..., node_usd_per_hour: _Optional[float] = ..., block_usd_per_gb_month: _Optional[float] = ..., replicas: _Optional[_Iterable[_Union[WarmReplica, _Mapping]]] = ...) -> None: ...
 
 class ListWarmPoolsResponse(_message.Message):
-    __slots__ = ("pools", "nodes", "usd_per_hour")
+    __slots__ = ("pools", "nodes", "usd_per_hour", "next_page_token")
     POOLS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     pools: _containers.RepeatedCompositeFieldContainer[WarmPoolStatus]
     nodes: int
     usd_per_hour: float
-    def __init__(self, pools: _Optional[_Iterable[_Union[WarmPoolStatus, _Mapping]]] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, pools: _Optional[_Iterable[_Union[WarmPoolStatus, _Mapping]]] = ..., nodes: _Optional[int] = ..., usd_per_hour: _Optional[float] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AuditRequest(_message.Message):
     __slots__ = ("account", "customer")
@@ -1062,7 +1104,7 @@ class Decision(_message.Message):
     def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., desired: _Optional[int] = ..., reason: _Optional[str] = ..., detail: _Optional[str] = ..., replayable: _Optional[bool] = ..., inputs_json: _Optional[str] = ...) -> None: ...
 
 class ListDecisionsRequest(_message.Message):
-    __slots__ = ("customer", "model", "kind", "since_id", "since", "limit", "include_inputs")
+    __slots__ = ("customer", "model", "kind", "since_id", "since", "limit", "include_inputs", "page_size", "page_token")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -1070,6 +1112,8 @@ class ListDecisionsRequest(_message.Message):
     SINCE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
     kind: str
@@ -1077,13 +1121,17 @@ class ListDecisionsRequest(_message.Message):
     since: _timestamp_pb2.Timestamp
     limit: int
     include_inputs: bool
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., kind: _Optional[str] = ..., since_id: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., limit: _Optional[int] = ..., include_inputs: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., kind: _Optional[str] = ..., since_id: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., limit: _Optional[int] = ..., include_inputs: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListDecisionsResponse(_message.Message):
-    __slots__ = ("decisions",)
+    __slots__ = ("decisions", "next_page_token")
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
-    def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReplayDecisionRequest(_message.Message):
     __slots__ = ("id",)
@@ -1193,22 +1241,28 @@ class Event(_message.Message):
     def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., severity: _Optional[str] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., node: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListEventsRequest(_message.Message):
-    __slots__ = ("since_id", "limit", "customer", "model")
+    __slots__ = ("since_id", "limit", "customer", "model", "page_size", "page_token")
     SINCE_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     since_id: int
     limit: int
     customer: str
     model: str
-    def __init__(self, since_id: _Optional[int] = ..., limit: _Optional[int] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, since_id: _Optional[int] = ..., limit: _Optional[int] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListEventsResponse(_message.Message):
-    __slots__ = ("events",)
+    __slots__ = ("events", "next_page_token")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[Event]
-    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class StreamEventsRequest(_message.Message):
     __slots__ = ("since_id", "tail", "customer", "model")
