@@ -155,7 +155,9 @@ def _pool_view(
         cost = (
             0.0
             if state == RESUMING
-            else usd_per_hour(pricing, nodes, pool.price_usd_per_hour, block)
+            else usd_per_hour(
+                pricing, nodes, pool.price_usd_per_hour, block, running=state != STOPPED
+            )
         )
         views.append(WarmReplicaView(r.id, state, r.state, nodes, _since(r, state), cost))
     return WarmPoolView(m.customer, m.name, wp, pool, tuple(views), pool.price_usd_per_hour, block)

@@ -124,11 +124,16 @@ def covers(waiting: int, desired_create: int, desired_resume: int) -> bool:
 
 
 def usd_per_hour(
-    policy: WarmPool, nodes: int, node_usd_per_hour: float, block_usd_per_gb_month: float
+    policy: WarmPool,
+    nodes: int,
+    node_usd_per_hour: float,
+    block_usd_per_gb_month: float,
+    running: bool = False,
 ) -> float:
     """What ``nodes`` warm nodes cost while they wait: stopped, their boot volumes only
     (coldstart.md §4: a Stopped warm-pool instance pays EBS + EIP; the EIP is not modelled);
-    ready, the running node's price."""
-    if policy.mode == WarmMode.READY:
+    ready, or still ``running`` on their way to a stop (booting to be parked, stopping), the
+    running node's price."""
+    if policy.mode == WarmMode.READY or running:
         return nodes * node_usd_per_hour
     return nodes * policy.disk_gb * block_usd_per_gb_month / HOURS_PER_MONTH

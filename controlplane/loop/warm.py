@@ -170,13 +170,18 @@ def _gauges(
     """Warm nodes per pool and what they cost while they wait (USD per hour)."""
     taken = {r for r in resumed if r}
     by_pool: dict[str, int] = {}
+    running: dict[str, int] = {}  # of those, the ones not stopped yet (billed as running)
     for r in warm_of(snap, m.id):
         if r.id not in taken and r.state != NodeState.DRAINING.value:
             by_pool[r.pool_id] = by_pool.get(r.pool_id, 0) + len(r.nodes)
+            if r.state != NodeState.STOPPED.value:
+                running[r.pool_id] = running.get(r.pool_id, 0) + len(r.nodes)
     policy = WarmPool(max_nodes=1000, mode=mode, disk_gb=max(1, disk_gb))
     for pid, pool in pools.items():
-        nodes = by_pool.get(pid, 0)
+        nodes, up = by_pool.get(pid, 0), running.get(pid, 0)
         price = BLOCK_USD_PER_GB_MONTH[Cloud(pool.cloud)]
-        cost = usd_per_hour(policy, nodes, pool.price_usd_per_hour, price)
+        cost = usd_per_hour(policy, nodes - up, pool.price_usd_per_hour, price) + usd_per_hour(
+            policy, up, pool.price_usd_per_hour, price, running=True
+        )
         ctx.telemetry.warm_nodes.labels(m.customer, m.name, pid).set(nodes)
         ctx.telemetry.warm_usd_per_hour.labels(m.customer, m.name, pid).set(cost)

@@ -175,7 +175,9 @@ def test_each_pool_fills_and_waits_priced_as_its_mode(gpucap: Gpucap, fleet: Fle
     assert beta["usd_per_hour"] == pytest.approx(100 * BLOCK_USD_PER_GB_MONTH[Cloud.AWS] / 730)
     assert data["nodes"] == 3 and isinstance(data["nodes"], int)  # (a number, not a string)
     assert data["usd_per_hour"] == pytest.approx(sum(p["usd_per_hour"] for p in data["pools"]))
-    # The same figures the place job put on its gauges (computed apart, from the store).
+    # The same figures the place job puts on its gauges (computed apart, from the store),
+    # once a place tick has seen what the last reconcile did (the stop completed).
+    fleet.loop.place()
     for p in data["pools"]:
         assert fleet.gauge("gpucap_warm_nodes", p) == p["nodes"]
         assert fleet.gauge("gpucap_warm_usd_per_hour", p) == pytest.approx(p["usd_per_hour"])
@@ -219,9 +221,11 @@ def test_a_launch_resumes_the_warm_replica_and_the_pool_refills(
     assert resumed["since"] == fleet.at()
     [refill] = by_id.values()
     assert refill["state"] == "filling" and refill["since"] == fleet.at()
-    # Only the refill waits in the pool: the resumed node is the model's capacity now.
+    # Only the refill waits in the pool: the resumed node is the model's capacity now. It
+    # runs until it is stopped, so it costs the node's price until then.
     assert entry["nodes"] == 1
-    assert entry["usd_per_hour"] == pytest.approx(STOPPED_USD_PER_HOUR)
+    assert entry["usd_per_hour"] == pytest.approx(entry["node_usd_per_hour"])
+    assert refill["usd_per_hour"] == pytest.approx(entry["node_usd_per_hour"])
 
     fleet.run(10)  # started, then ready: out of the listing, the refill parked
     [again] = _entry(_listing(gpucap, "demo/chat-8b"), "demo", "chat-8b")["replicas"]
