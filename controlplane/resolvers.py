@@ -1,6 +1,12 @@
 """Provider resolvers: how the control loop gets the Provider for one of a customer's
 accounts. The simulated resolver backs the demo; the cloud resolver builds real adapters
-through ``providers.registry`` (lazily, one per account, cached)."""
+through ``providers.registry`` (lazily, one per account, cached).
+
+Every provider handed out is behind ``providers.metered`` (the one seam of every job's and
+the API's cloud calls): each call is counted per (cloud, account, region, verb) and, for
+the real clouds, takes a token of the (cloud, account, region) budget of the process's
+``providers.ratelimit.LIMITER``. A shared account is one budget whichever customer's
+provider calls it; a customer's own account is its own."""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from controlplane.store.models import Account as AccountRow
 from providers.base import Provider
 from providers.credentials import ExternalIdGenerator
 from providers.errors import AuthFailed, Scope
+from providers.metered import metered
+from providers.ratelimit import LIMITER, RateLimiter
 from providers.registry import ProviderUnavailable, build_provider
 from providers.retry import DEFAULT_POLICY, RetryPolicy
 from providers.sim import SimCloud, SimProvider
@@ -38,6 +46,10 @@ class SimResolver:
 
     world: SimCloud
     retry: RetryPolicy = DEFAULT_POLICY  # in-call retries of throttled/transient creates
+    # The simulated cloud has no documented budget, and the simulator runs on virtual
+    # time (a limiter sleeping on the wall clock would distort it): counted, not limited,
+    # unless a limiter is given.
+    limiter: RateLimiter | None = None
     _cache: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -45,8 +57,9 @@ class SimResolver:
         key = account.name if account.owner == Owner.SHARED else f"{customer}/{account.name}"
         with self._lock:
             if (customer, account.name) not in self._cache:
-                self._cache[(customer, account.name)] = SimProvider(
-                    Cloud(account.cloud), key, self.world, retry=self.retry
+                self._cache[(customer, account.name)] = metered(
+                    SimProvider(Cloud(account.cloud), key, self.world, retry=self.retry),
+                    self.limiter,
                 )
             return self._cache[(customer, account.name)]
 
@@ -70,6 +83,7 @@ class SimHealth:
 class CloudResolver:
     external_ids: ExternalIdGenerator
     endpoints: Mapping[Cloud, str] = field(default_factory=dict)
+    limiter: RateLimiter | None = LIMITER  # the process's budgets (None: unlimited)
     _cache: dict[tuple[str, str, str], Provider] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -82,7 +96,7 @@ class CloudResolver:
                 model = account_model(account)
                 aws_customer = model.cloud == Cloud.AWS and model.owner == Owner.CUSTOMER
                 try:
-                    self._cache[key] = build_provider(
+                    built = build_provider(
                         model,
                         customer=customer,
                         external_id=self.external_ids.for_customer(customer)
@@ -94,4 +108,7 @@ class CloudResolver:
                     raise AuthFailed(
                         str(exc), code="AdapterUnavailable", scope=Scope.ACCOUNT
                     ) from exc
+                shared = model.owner == Owner.SHARED
+                budget = account.name if shared else f"{customer}/{account.name}"
+                self._cache[key] = metered(built, self.limiter, account_key=budget)
             return self._cache[key]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from providers.metered import CALLS, CallCounts
 
 
 def configure_logging(level: str = "info", json: bool = True) -> None:
@@ -42,6 +47,25 @@ class _CurrentStderr:
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+
+class CloudCalls(Collector):
+    """``gpucap_cloud_calls_total{cloud,account,region,verb}``: every cloud call the process
+    made, as ``providers.metered`` counted it at the one seam all jobs and the API call
+    through (so calls per tick, per (account, region), can be read off it)."""
+
+    def __init__(self, counts: CallCounts = CALLS) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "gpucap_cloud_calls",
+            "Cloud API calls made, by cloud, account, region and verb.",
+            labels=["cloud", "account", "region", "verb"],
+        )
+        for (cloud, account, region, verb), n in sorted(self.counts.snapshot().items()):
+            family.add_metric([cloud, account, region, verb], n)
+        yield family
 
 
 class Metrics:
@@ -94,6 +118,8 @@ class Metrics:
             ["cloud", "account", "type"],
             registry=r,
         )
+        self.cloud_calls = CloudCalls()
+        r.register(self.cloud_calls)
         self.provider_calls = Counter(
             "gpucap_provider_calls_total",
             "Calls made to cloud providers.",
