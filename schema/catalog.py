@@ -11,6 +11,7 @@ instance types that provide it on each cloud.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -133,6 +134,10 @@ class GpuShape:
         return sorted(found, key=lambda t: (t.list_price_usd_per_hour, t.name))
 
 
+# Placement asks for the same few shapes once per pool per launch considered (about 100
+# times per model and plan, measured by bench/placement_milp.py): parsed once each. The
+# result is frozen, so sharing it is safe; the bound keeps arbitrary input from growing it.
+@functools.lru_cache(maxsize=4096)
 def parse_gpu_shape(text: str) -> GpuShape:
     """Parse ``8xH100`` / ``2x8xH200``; raise ValueError naming what is wrong."""
     m = _GPU_SHAPE.match(text.strip())

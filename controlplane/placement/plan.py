@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from controlplane.placement import repair
 from schema.catalog import parse_gpu_shape
 from schema.policy import Model, Overflow, ShapeOption
 from schema.types import CapacityTier
@@ -211,13 +212,7 @@ def place(inp: PlacementInput) -> Plan:
     in pools its policy allows: launches until they are covered, drains only what leaves
     them covered. A replica in a pool the policy no longer allows (or that is gone from the
     policy) is replaced, surge-first: it leaves once its replacement is ready."""
-    pools = {p.id: p for p in inp.pools}
-    misplaced = [
-        r
-        for r in inp.replicas
-        if (pool := pools.get(r.pool_id)) is None
-        or not all(ok(inp, pool) for _, ok in POLICY_FILTERS)
-    ]
+    misplaced = _misplaced(inp)
     moved = tuple(
         Drain(r.id, "pool no longer allowed by the policy", surge=True) for r in misplaced
     )
@@ -234,6 +229,22 @@ def place(inp: PlacementInput) -> Plan:
         drains=moved + plan.drains,
         detail=f"{plan.detail}; move {len(moved)} replica(s) out of disallowed pools",
     )
+
+
+def _misplaced(inp: PlacementInput) -> list[ReplicaView]:
+    """Live replicas in pools the policy no longer allows (or that are gone)."""
+    pools = {p.id: p for p in inp.pools}
+    return [
+        r
+        for r in inp.replicas
+        if (pool := pools.get(r.pool_id)) is None
+        or not all(ok(inp, pool) for _, ok in POLICY_FILTERS)
+    ]
+
+
+def _launch_detail(launches: int, wanted: str, unplaced: int, eligible: int) -> str:
+    detail = f"launch {launches} for {wanted} wanted"
+    return detail + (f"; {unplaced} unplaced ({eligible} eligible pools)" if unplaced else "")
 
 
 def _launch(inp: PlacementInput, units: float) -> Plan:
@@ -317,7 +328,7 @@ def _launch(inp: PlacementInput, units: float) -> Plan:
     if unplaced and len(launches) == room:
         detail += f"; {unplaced} unplaced (max_replicas {model.max_replicas} reached)"
     elif unplaced:
-        detail += f"; {unplaced} unplaced ({len(candidates)} eligible pools)"
+        detail = _launch_detail(len(launches), wanted, unplaced, len(candidates))
     return Plan(
         launches=tuple(launches), unplaced=unplaced, rejections=dict(rejections), detail=detail
     )
@@ -400,12 +411,13 @@ def plan(inp: CustomerInput) -> CustomerPlan:
     most :data:`MAX_LAUNCHES_PER_MODEL`, and all together :data:`MAX_LAUNCHES_PER_CUSTOMER`
     (in the same order: the rest of a lower-priority model waits for a later tick)."""
     launches_left = MAX_LAUNCHES_PER_CUSTOMER
+    order = sorted(inp.models, key=lambda d: (-d.model.spec.priority, d.model.name))
     in_use = {p.id: p.nodes_in_use for p in inp.pools}
     shared_replicas = inp.shared_replicas_in_use
     shared_usd = inp.shared_usd_per_hour_in_use
     pools = {p.id: p for p in inp.pools}
     plans: dict[str, Plan] = {}
-    for demand in sorted(inp.models, key=lambda d: (-d.model.spec.priority, d.model.name)):
+    for demand in order:
         views = tuple(
             replace(
                 p,
@@ -438,4 +450,98 @@ def plan(inp: CustomerInput) -> CustomerPlan:
                 shared_replicas += 1
                 shared_usd += launch.price_usd_per_hour
         plans[demand.model.name] = result
-    return CustomerPlan(plans)
+    return CustomerPlan(_repaired(inp, order, plans, launches_left))
+
+
+def _repaired(
+    inp: CustomerInput, order: list[ModelDemand], plans: dict[str, Plan], launches_left: int
+) -> dict[str, Plan]:
+    """The greedy's plans, repaired where pool caps bind (:mod:`.repair`): replicas it left
+    unplaced placed by moving other models' launches aside, and capped pools given to the
+    models whose alternatives cost most."""
+    if not any(p.capacity_hint is not None for p in inp.pools):
+        return plans  # (no caps: each model's own best is the customer's best)
+    pools = {p.id: p for p in inp.pools}
+    models: list[repair.Model] = []
+    slots: list[repair.Slot] = []
+    wanted: list[str] = []
+    for i, demand in enumerate(order):
+        spec, result = demand.model.spec, plans[demand.model.name]
+        pin = PlacementInput(
+            demand.model, demand.desired, demand.replicas, inp.pools, inp.overflow, now=inp.now
+        )
+        options: dict[str, repair.Option] = {}
+        for pool in inp.pools:
+            if all(ok(pin, pool) for _, ok in FILTERS):
+                opt = option_for(spec, pool.gpu_shape)
+                assert opt is not None  # shape_accepted passed
+                nodes = parse_gpu_shape(opt.shape).nodes
+                units = capacity_units(spec, opt.shape)
+                options[pool.id] = repair.Option(
+                    opt.shape, nodes, units, pool.price_usd_per_hour * nodes
+                )
+        gone = {r.id for r in _misplaced(pin)}
+        kept = live_units(spec, tuple(r for r in demand.replicas if r.id not in gone))
+        launched = sum(options[x.pool_id].units for x in result.launches)
+        wanted.append(_units_label(demand.desired - kept))
+        room = max(0, spec.max_replicas - (len(demand.replicas) - len(gone)))
+        bound = min(room, MAX_LAUNCHES_PER_MODEL) - len(result.launches)
+        models.append(
+            repair.Model(
+                options=options,
+                can_add=bound if not result.deferred else 0,
+                unplaced=result.unplaced,
+                desired=demand.desired,
+                units=kept + launched,
+                priority=spec.priority,
+            )
+        )
+        slots.extend(repair.Slot(i, x.pool_id) for x in result.launches)
+    shared = [
+        x
+        for p in plans.values()
+        for x in p.launches
+        if pools[x.pool_id].tier == CapacityTier.SHARED
+    ]
+    state = repair.State(
+        pools={
+            p.id: repair.PoolCap(p.id, p.tier, p.committed, p.nodes_in_use, p.capacity_hint)
+            for p in inp.pools
+        },
+        models=models,
+        slots=slots,
+        overflow=inp.overflow,
+        shared_replicas=inp.shared_replicas_in_use + len(shared),
+        shared_usd=inp.shared_usd_per_hour_in_use + sum(x.price_usd_per_hour for x in shared),
+        customer_left=launches_left,
+    )
+    if not repair.repair(state):
+        return plans
+    out = dict(plans)
+    for i, demand in enumerate(order):
+        name, old = demand.model.name, plans[demand.model.name]
+        where = repair.pools_of(state.slots, i)
+        if where == [x.pool_id for x in old.launches] and models[i].unplaced == old.unplaced:
+            continue
+        launches = []
+        for pool_id in where:
+            pool, chosen = pools[pool_id], models[i].options[pool_id]
+            launches.append(
+                Launch(
+                    pool_id=pool_id,
+                    gpu_shape=chosen.shape,
+                    nodes=chosen.nodes,
+                    price_usd_per_hour=chosen.usd_per_hour,
+                    reason=f"{pool.tier.value} capacity, ${chosen.usd_per_hour:.2f}/h",
+                    zone=pool.zone,
+                )
+            )
+        eligible = len(models[i].options)
+        detail = _launch_detail(len(launches), wanted[i], models[i].unplaced, eligible)
+        moved = sum(1 for d in old.drains if d.surge)
+        if moved:
+            detail += f"; move {moved} replica(s) out of disallowed pools"
+        out[name] = replace(
+            old, launches=tuple(launches), unplaced=models[i].unplaced, detail=detail
+        )
+    return out
