@@ -252,6 +252,16 @@ def ownership_tags(intent_id: str, customer: str, pool: str, model: str) -> dict
     }
 
 
+def ownership_filter(customer: str | None = None) -> dict[str, str]:
+    """The tags to list what gpucap made in an account: ``gpucap-managed``, and in a
+    customer's own account that customer's tag too (None: a shared account, gpucap's
+    own, listed once for all its customers). The gc job's and the audit's rule."""
+    tags = {TAG_MANAGED: MANAGED_VALUE}
+    if customer:
+        tags[TAG_CUSTOMER] = customer
+    return tags
+
+
 # GCP resource names (RFC 1035, at most 63) are the strictest of the clouds' placement-object
 # names (AWS: 255 ASCII), so one name fits every cloud.
 _RFC1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -2,7 +2,16 @@
 (``controlplane.lifecycle.node``): what the cloud reports is gathered, the pure step says
 what to do, and that is applied; a create's typed error says whether to retry in place or to
 fail the intent and block what it covers (``lifecycle.blocking``). Then each replica's state
-follows its nodes' (``lifecycle.gang``), a failed gang draining whole."""
+follows its nodes' (``lifecycle.gang``), a failed gang draining whole.
+
+What the cloud reports comes from one ``list_nodes`` per (account, region) with live nodes
+per pass, by gpucap's ownership tags (``providers.base.ownership_filter``), indexed by
+instance id and by intent tag: the cloud calls of a pass grow with (account, region) pairs,
+not with nodes. A recorded instance the listing does not show is described once before it
+counts as gone, because listings lag a fresh create (EC2's DescribeInstances may not show
+an instance for seconds after RunInstances: "eventual consistency" in the EC2 API
+reference), so only a describe that also says gone fails it. A listing that fails leaves
+that (account, region)'s nodes as they are for the pass, its error counted."""
 
 from __future__ import annotations
 
@@ -62,13 +71,14 @@ from providers.base import (
     InstanceStatus,
     NodeRequest,
     Provider,
+    ownership_filter,
     ownership_tags,
 )
 from providers.errors import NotFound, ProviderError, Throttled, TransientError
 from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
 from schema.policy import WarmMode
-from schema.types import Cloud, NodePhase, NodeState
+from schema.types import Cloud, NodePhase, NodeState, Owner
 
 log = structlog.get_logger("gpucap.loop")
 
@@ -165,14 +175,17 @@ Accounts = dict[tuple[str, str], Account]
 
 
 def reconcile(ctx: LoopContext) -> None:
-    """Observe every node (describe it, or find a leaving one's instances), probe the
-    engines on those running in one batch (``controlplane.probes``), then step each."""
+    """Observe every node (from its (account, region)'s listing), probe the engines on
+    those running in one batch (``controlplane.probes``), then step each."""
     nodes, accounts = _load(ctx)
     specs = _specs(ctx, nodes)
+    listings = _list_sites(ctx, nodes, accounts)
     seen: dict[str, Seen] = {}
     for snap in nodes:
         with _guarded(ctx, snap):
-            seen[snap.id] = _observe(ctx, snap, accounts)
+            look = _observe(ctx, snap, accounts, listings)
+            if look is not None:  # (None: its listing failed; the node waits a pass)
+                seen[snap.id] = look
     probes = _probe(ctx, nodes, seen, specs)
     for snap in nodes:
         if snap.id in seen:
@@ -262,27 +275,95 @@ def _specs(ctx: LoopContext, nodes: Sequence[NodeSnapshot]) -> dict[int, ModelSp
     return {mid: ctx.specs.spec(mid, raw) for mid, raw in rows}
 
 
-def _observe(ctx: LoopContext, n: NodeSnapshot, accounts: Accounts) -> Seen:
-    calls = ctx.telemetry.provider_calls
+# Where one listing is made: (cloud, account, region, the customer it is filtered to; ""
+# for a shared account, gpucap's own, listed once for all its customers: the audit's rule).
+Site = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One site's instances that carry gpucap's tags, as listed this pass."""
+
+    by_instance: Mapping[str, CloudNode]
+    by_intent: Mapping[str, Sequence[CloudNode]]
+
+    @classmethod
+    def of(cls, found: Sequence[CloudNode]) -> Listing:
+        by_intent: dict[str, list[CloudNode]] = {}
+        for c in found:
+            by_intent.setdefault(c.tags.get(TAG_INTENT) or c.intent_id, []).append(c)
+        return cls({c.instance_id: c for c in found}, by_intent)
+
+
+def _site(n: NodeSnapshot, accounts: Accounts) -> Site:
+    acct = accounts.get((n.customer, n.account))
+    shared = acct is not None and acct.owner == Owner.SHARED
+    return (n.cloud, n.account, n.region, "" if shared else n.customer)
+
+
+def _list_sites(
+    ctx: LoopContext, nodes: Sequence[NodeSnapshot], accounts: Accounts
+) -> dict[Site, Listing | None]:
+    """One ``list_nodes`` per site with a node to observe (None: the listing failed, its
+    error counted; its nodes are left as they are this pass, never failed for it)."""
+    firsts: dict[Site, NodeSnapshot] = {}
+    for n in nodes:
+        if n.state != NodeState.PENDING:
+            firsts.setdefault(_site(n, accounts), n)
+    out: dict[Site, Listing | None] = {}
+    for site, n in firsts.items():
+        try:
+            provider = _provider(ctx, n, accounts)
+            ctx.telemetry.provider_calls.labels(n.cloud, "list").inc()
+            found = provider.list_nodes(n.region, ownership_filter(site[3] or None))
+        except ProviderError as err:
+            ctx.telemetry.provider_errors.labels(n.cloud, n.account, err.kind).inc()
+            log.warning("reconcile.list_failed", account=n.account, region=n.region, error=str(err))
+            out[site] = None
+            continue
+        except Exception:  # (an adapter bug: as a node's, it must not stall the pass)
+            ctx.telemetry.provider_errors.labels(n.cloud, n.account, "Unexpected").inc()
+            log.exception("reconcile.list_failed", account=n.account, region=n.region)
+            out[site] = None
+            continue
+        out[site] = Listing.of(found)
+    return out
+
+
+def _observe(
+    ctx: LoopContext,
+    n: NodeSnapshot,
+    accounts: Accounts,
+    listings: Mapping[Site, Listing | None],
+) -> Seen | None:
+    """What the cloud reports of the node, from its site's listing (None: that listing
+    failed). A recorded instance the listing lacks is described once (``_confirm``)."""
     if n.state == NodeState.PENDING:
         return Seen()
-    provider = _provider(ctx, n, accounts)
+    listing = listings.get(_site(n, accounts))
+    if listing is None:
+        return None
     if n.state in (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, *_WARM):
         assert n.instance_id is not None
-        calls.labels(n.cloud, "describe").inc()
-        return Seen(live=provider.describe_node(n.region, n.instance_id))
-    ids = [n.instance_id] if n.instance_id else []
-    if not ids:
-        # The create may have reached the cloud without us recording its id (a crash or a
-        # drain racing the create): find it by its intent tag.
-        calls.labels(n.cloud, "list").inc()
-        ids = [c.instance_id for c in provider.list_nodes(n.region, {TAG_INTENT: n.id})]
-    found: list[tuple[str, InstanceStatus | None]] = []
-    for iid in ids:
-        calls.labels(n.cloud, "describe").inc()
-        cn = provider.describe_node(n.region, iid)
-        found.append((iid, cn.status if cn is not None else None))
-    return Seen(found=found)
+        return Seen(live=_instance(ctx, n, accounts, listing, n.instance_id))
+    if n.instance_id:
+        cn = _instance(ctx, n, accounts, listing, n.instance_id)
+        return Seen(found=[(n.instance_id, cn.status if cn is not None else None)])
+    # The create may have reached the cloud without us recording its id (a crash or a
+    # drain racing the create): found by its intent tag.
+    return Seen(found=[(c.instance_id, c.status) for c in listing.by_intent.get(n.id, ())])
+
+
+def _instance(
+    ctx: LoopContext, n: NodeSnapshot, accounts: Accounts, listing: Listing, instance_id: str
+) -> CloudNode | None:
+    """The recorded instance, from the listing; one not listed (gone, or a fresh create
+    the listing does not show yet) is described, and gone only if that says so too."""
+    cn = listing.by_instance.get(instance_id)
+    if cn is not None:
+        return cn
+    ctx.telemetry.provider_calls.labels(n.cloud, "describe").inc()
+    return _provider(ctx, n, accounts).describe_node(n.region, instance_id)
 
 
 def _probe(
