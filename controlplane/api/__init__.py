@@ -19,6 +19,8 @@ line and field path), :class:`InvalidArgumentError` (field + reason), :class:`No
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
@@ -29,6 +31,7 @@ from controlplane.api.audit import Audit
 from controlplane.api.decisions import Decisions, is_replayable
 from controlplane.api.endpoints import Endpoint, Endpoints, EndpointsSnapshot
 from controlplane.api.errors import (
+    MAX_NAME_CHARS,
     AlreadyExistsError,
     FailedPreconditionError,
     InvalidArgumentError,
@@ -63,6 +66,7 @@ from controlplane.jobticks import JobTicks
 from controlplane.loop.context import ProviderResolver
 from controlplane.store.db import Store
 from providers.credentials import ExternalIdGenerator
+from schema.policy import echo
 
 __all__ = [
     "AlreadyExistsError",
@@ -97,13 +101,46 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# The longest a request's text argument may be, by parameter name: what the store's column
+# holds (controlplane/store/models.py: applied_by String(255), source String(1024)), a
+# policy's text unbounded here (gRPC's 4 MB message bound holds it), and any other name,
+# id or filter :data:`~controlplane.api.errors.MAX_NAME_CHARS`.
+TEXT_LIMITS: dict[str, int | None] = {
+    "text": None,
+    "applied_by": 255,
+    "source": 1024,
+    "reason": 1024,
+}
+
+
+def check_text_args(sig: inspect.Signature, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+    """INVALID_ARGUMENT, naming the parameter, for a text argument (or a list of them) with
+    a NUL character (PostgreSQL cannot store one, so it failed as INTERNAL there) or longer
+    than its :data:`TEXT_LIMITS`."""
+    for name, value in sig.bind_partial(*args, **kw).arguments.items():
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            if not isinstance(item, str):
+                continue
+            if "\x00" in item:
+                raise InvalidArgumentError(name, "contains a NUL character")
+            most = TEXT_LIMITS.get(name, MAX_NAME_CHARS)
+            if most is not None and len(item) > most:
+                raise InvalidArgumentError(
+                    name, f"longer than {most} characters (got {echo(item)})"
+                )
+
+
 class _Part(Generic[P, R]):
     """A service method that is one of its parts' methods: ``_Part("_oncall", OnCall.pin)``
     keeps the part's signature (one definition) and, being a class attribute, still lets a
-    subclass override it."""
+    subclass override it. Every call's text arguments are checked first
+    (:func:`check_text_args`): one guard for every RPC, whatever the part checks itself."""
 
     def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
         self._part, self._name = part, method.__name__
+        sig = inspect.signature(method)
+        self._sig = sig.replace(parameters=list(sig.parameters.values())[1:])  # (no self)
 
     @overload
     def __get__(self, obj: None, owner: type) -> Self: ...
@@ -113,7 +150,14 @@ class _Part(Generic[P, R]):
         if obj is None:
             return self
         method: Callable[P, R] = getattr(getattr(obj, self._part), self._name)
-        return method
+        sig = self._sig
+
+        @functools.wraps(method)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            check_text_args(sig, args, kwargs)
+            return method(*args, **kwargs)
+
+        return checked
 
 
 class ControlPlaneService:
@@ -185,6 +229,8 @@ class ControlPlaneService:
     list_images = _Part("_images", Images.list)
     list_warm_pools = _Part("_warm", WarmPools.list)
     audit = _Part("_audit", Audit.run)
+    # One page of a list (AIP-158 keyset pages: what the List RPCs serve).
+    models_page = _Part("_reads", Reads.models_page)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -2,25 +2,123 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
-from controlplane.api.paging import matching
+from controlplane.api.paging import Page, matching, page_request, take
 from controlplane.api.rows import find_model, model_view, pool_views, replica_counts
-from controlplane.api.views import BootPhaseView, ModelView, NodeView, PoolView
+from controlplane.api.views import BootPhaseView, ModelRecord, ModelView, NodeView, PoolView
 from controlplane.store.db import Store
 from controlplane.store.models import Model as ModelRow
 from controlplane.store.models import Node, NodePhaseReport, Pool, Replica
 from schema.types import TERMINAL_NODE_STATES, NodeState
 
+# What a page reads of each model row: its key, version, and what may change without the
+# version moving (a bulk UPDATE). The rest (spec, timestamps) is read once per version.
+_MODEL_COLUMNS = (
+    ModelRow.id,
+    ModelRow.version,
+    ModelRow.customer,
+    ModelRow.name,
+    ModelRow.source,
+    ModelRow.desired_replicas,
+    ModelRow.desired_reason,
+    ModelRow.pinned_replicas,
+    ModelRow.paused,
+)
+_VERSIONED = (ModelRow.spec, ModelRow.created_at, ModelRow.updated_at, ModelRow.deleted_at)
+
+
+class RowCache:
+    """A model row's versioned fields (spec, timestamps) by (model id, row version): they
+    change only with a write through the ORM, which moves the version, so a page reads
+    them for the rows it has not seen at that version, in one statement (a spec is a row's
+    largest column but the decider's state, which no page reads). Bounded: the oldest half
+    is dropped when full."""
+
+    def __init__(self, most: int = 50_000) -> None:
+        self._most = most
+        self._rows: dict[int, tuple[int, tuple[Any, ...]]] = {}
+
+    def get(self, s: Session, keys: list[tuple[int, int]]) -> dict[int, tuple[Any, ...]]:
+        out: dict[int, tuple[Any, ...]] = {}
+        missing = []
+        for mid, version in keys:
+            hit = self._rows.get(mid)
+            if hit is not None and hit[0] == version:
+                out[mid] = hit[1]
+            else:
+                missing.append(mid)
+        if missing:
+            if len(self._rows) + len(missing) > self._most:
+                for mid in list(self._rows)[: len(self._rows) // 2]:
+                    self._rows.pop(mid, None)
+            q = select(ModelRow.id, ModelRow.version, *_VERSIONED).where(ModelRow.id.in_(missing))
+            for mid, version, *rest in s.execute(q):
+                self._rows[mid] = (version, tuple(rest))
+                out[mid] = tuple(rest)
+        return out
+
+
+@functools.cache
+def _models_statements(
+    by_customer: bool, include_deleted: bool, after: bool
+) -> tuple[Select[Any], Select[Any]]:
+    """A models page's statements (built once per shape; the values are parameters): the
+    page's columns, keyset-ordered by (customer, name); and its models' live replicas
+    counted by state (the same page as a subquery: no IN list to expand per call)."""
+    q = select(*_MODEL_COLUMNS)
+    if by_customer:
+        q = q.where(ModelRow.customer == bindparam("customer"))
+    if not include_deleted:
+        q = q.where(ModelRow.deleted_at.is_(None))
+    if after:
+        q = q.where(
+            tuple_(ModelRow.customer, ModelRow.name)
+            > tuple_(bindparam("after_customer"), bindparam("after_name"))
+        )
+    page = q.order_by(ModelRow.customer, ModelRow.name).limit(bindparam("limit"))
+    ids = select(page.subquery().c.id)
+    counts = (
+        select(Replica.model_id, Replica.state, func.count())
+        .where(Replica.model_id.in_(ids))
+        # (inequalities, not NOT IN: an IN list is expanded again on every execution)
+        .where(*(Replica.state != st.value for st in TERMINAL_NODE_STATES))
+        .group_by(Replica.model_id, Replica.state)
+    )
+    return page, counts  # type: ignore[return-value]
+
+
+def _record(r: tuple[Any, ...], versioned: tuple[Any, ...]) -> ModelRecord:
+    mid, version, customer, name, source, desired, reason, pinned, paused = r
+    spec, created_at, updated_at, deleted_at = versioned
+    return ModelRecord(
+        mid,
+        version,
+        customer,
+        name,
+        source,
+        desired,
+        reason,
+        pinned,
+        paused,
+        created_at,
+        updated_at,
+        deleted_at,
+        spec,
+    )
+
 
 class Reads:
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._rows = RowCache()
 
     def get_model(self, customer: str, name: str) -> ModelView:
         require("customer", customer)
@@ -43,6 +141,43 @@ class Reads:
             rows = list(s.scalars(q))
             counts = replica_counts(s, [r.id for r in rows])
             return [ModelView(r, counts.get(r.id, {})) for r in rows]
+
+    def models_page(
+        self,
+        customer: str | None = None,
+        *,
+        include_deleted: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[ModelView]:
+        """One page of :meth:`list_models`, keyed by (customer, name): the page's columns
+        and its replica counts in one statement, each spec read and parsed once per row
+        version (the decider's state, a row's largest column, is never read)."""
+        req = page_request(
+            page_size,
+            page_token,
+            {"list": "models", "customer": customer or "", "include_deleted": include_deleted},
+        )
+        stmt, count_stmt = _models_statements(
+            bool(customer), include_deleted, req.after is not None
+        )
+        params: dict[str, Any] = {"customer": customer, "limit": req.size + 1}
+        if req.after is not None:
+            if not (len(req.after) == 2 and all(isinstance(v, str) for v in req.after)):
+                raise InvalidArgumentError("page_token", "not a page token of this list")
+            params["after_customer"], params["after_name"] = req.after
+        counts: dict[int, dict[str, int]] = {}
+        with self._store.session() as s:
+            conn = s.connection()  # (Core, not the ORM: plain tuples, no instances)
+            rows = [tuple(r) for r in conn.execute(stmt, params).all()]
+            for mid, state, n in conn.execute(count_stmt, params).all():
+                counts.setdefault(mid, {})[state] = n
+            page = take(rows, req, lambda r: (r[2], r[3]))
+            versioned = self._rows.get(s, [(r[0], r[1]) for r in page.items])
+        return Page(
+            [ModelView(_record(r, versioned[r[0]]), counts.get(r[0], {})) for r in page.items],
+            page.next_page_token,
+        )
 
     def list_nodes(
         self,

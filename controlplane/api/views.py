@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from coldstart.estimate import Estimate
 from controlplane.decider_code import UNKNOWN
@@ -28,9 +29,29 @@ class PolicyView:
     active: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    """A model row's fields a view shows, read as plain columns (a list reads thousands:
+    no ORM instance, and the spec parsed once per row version, ``api.reads``)."""
+
+    id: int
+    version: int
+    customer: str
+    name: str
+    source: str
+    desired_replicas: int
+    desired_reason: str
+    pinned_replicas: int | None
+    paused: bool
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+    spec: Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class ModelView:
-    row: ModelRow
+    row: ModelRow | ModelRecord
     replicas_by_state: Mapping[str, int]
 
     def _count(self, *states: NodeState) -> int:

@@ -57,6 +57,15 @@ def ts(value: datetime | None) -> Timestamp | None:
     return out
 
 
+def datetime_arg(field: str, value: Timestamp) -> datetime:
+    """A request's timestamp as a datetime; INVALID_ARGUMENT naming ``field`` when it is
+    out of protobuf's range (years 1-9999, nanos below 10^9), which failed as INTERNAL."""
+    try:
+        return value.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(field, f"not a valid timestamp ({exc})") from exc
+
+
 def problem(p: Problem) -> pb.PolicyProblem:
     return pb.PolicyProblem(
         file=p.file, line=p.line or 0, column=p.column or 0, field=p.field, reason=p.reason
@@ -268,6 +277,39 @@ def model(view: ModelView) -> pb.Model:
         deleted_at=ts(row.deleted_at),
         replicas_by_state=dict(view.replicas_by_state),
     )
+
+
+class ModelMessages:
+    """Each model's message, built again only when its row or its replica counts changed
+    (a row's version moves with every ORM write; the fields a bulk UPDATE may set without
+    it are part of the key too). A ListModels page then costs a look-up per row, not a
+    conversion of its spec. Bounded: the oldest half is dropped when full."""
+
+    def __init__(self, most: int = 50_000) -> None:
+        self._most = most
+        self._cache: dict[int, tuple[tuple[Any, ...], pb.Model]] = {}
+
+    def message(self, view: ModelView) -> pb.Model:
+        row = view.row
+        key = (
+            row.version,
+            row.desired_replicas,
+            row.desired_reason,
+            row.pinned_replicas,
+            row.paused,
+            row.updated_at,
+            row.deleted_at,
+            tuple(sorted(view.replicas_by_state.items())),
+        )
+        hit = self._cache.get(row.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        if len(self._cache) >= self._most:
+            for mid in list(self._cache)[: self._most // 2]:
+                self._cache.pop(mid, None)
+        msg = model(view)
+        self._cache[row.id] = (key, msg)
+        return msg
 
 
 # --------------------------------------------------------------------------- fleet, status

@@ -19,7 +19,6 @@ import ipaddress
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -174,6 +173,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         poll_s: float = STREAM_POLL_S,
     ) -> None:
         self.svc = service
+        self._models = convert.ModelMessages()
         self._stopping = stopping
         self._poll_s = poll_s
         # Each open stream holds a worker thread for its lifetime; capping them keeps
@@ -252,10 +252,16 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.ServicerContext
     ) -> pb.ListModelsResponse:
-        views = self.svc.list_models(
-            request.customer or None, include_deleted=request.include_deleted
+        page = self.svc.models_page(
+            request.customer or None,
+            include_deleted=request.include_deleted,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
-        return pb.ListModelsResponse(models=[convert.model(v) for v in views])
+        return pb.ListModelsResponse(
+            models=[self._models.message(v) for v in page.items],
+            next_page_token=page.next_page_token,
+        )
 
     @_unary
     def PinModel(self, request: pb.PinModelRequest, context: grpc.ServicerContext) -> pb.Model:
@@ -357,7 +363,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListDecisions(
         self, request: pb.ListDecisionsRequest, context: grpc.ServicerContext
     ) -> pb.ListDecisionsResponse:
-        since = request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None
+        since = convert.datetime_arg("since", request.since) if request.HasField("since") else None
         rows = self.svc.list_decisions(
             request.customer or None,
             request.model or None,
