@@ -38,6 +38,7 @@ from controlplane.jobticks import JobTicks
 from controlplane.leadership import Leadership, hold_sqlite, release_sqlite
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import BootConfig, HealthProbe, ProviderResolver
+from controlplane.loop.fleet_gauges import FleetGauges
 from controlplane.metrics_sources import MetricsSource
 from controlplane.node_tokens import NODE_TOKEN_KEY_FILE, NodeTokens
 from controlplane.store.db import Store
@@ -115,6 +116,7 @@ class Daemon:
         self._sqlite_lock: Path | None = None
         self._intervals: dict[str, float] = {}
         self._started_mono = time.monotonic()
+        self._fleet_gauges = FleetGauges()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -270,12 +272,14 @@ class Daemon:
             ("collect_metrics", self.loop.collect_metrics, t.collect_s),
             ("decide", self.loop.decide, t.decide_s),
             ("place", self.loop.place, t.place_s),
-            ("reconcile", self.loop.reconcile, t.reconcile_s),
+            ("reconcile", self._reconcile, t.reconcile_s),
             ("offerings", self.loop.refresh_offerings, t.offerings_every_s),
             ("staging", self.loop.stage_weights, t.staging_s),
             ("images", self.loop.bake_images, t.images_s),
         ]
         self._intervals = {name: every for name, _, every in jobs}
+        for name, every in self._intervals.items():
+            self.telemetry.job_interval.labels(name).set(every)
         for name, fn, every in jobs:
             sched.add_job(
                 self._tick(name, fn),
@@ -287,6 +291,13 @@ class Daemon:
             )
         sched.start()
         self._scheduler = sched
+
+    def _reconcile(self) -> None:
+        """The reconcile job, then the fleet's gauges ($/h by customer and tier, the
+        overflow caps, blocked pools: ``loop/fleet_gauges.py``)."""
+        assert self.loop is not None
+        self.loop.reconcile()
+        self._fleet_gauges.run(self.loop.ctx)
 
     def _run_jobs_now(self) -> None:
         """Just elected: tick every job now instead of at its next interval (a takeover
@@ -302,10 +313,12 @@ class Daemon:
         def run() -> None:
             self.job_ticks.beat(name, time.monotonic())
             if self.leadership is None or not self.leadership.acting():
+                self.telemetry.standing_by(name)
                 return  # a standby: another daemon acts
             started = datetime.now(UTC)
             t0 = time.perf_counter()
             error: str | None = None
+            self.telemetry.begin_tick(name)
             try:
                 fn()
             except Fenced as exc:
@@ -326,7 +339,10 @@ class Daemon:
             finally:
                 took = time.perf_counter() - t0
                 self.telemetry.tick_seconds.labels(name).observe(took)
-                self.job_ticks.record(name, started, took, error)
+                tick = self.job_ticks.record(name, started, took, error)
+                done = tick.last_succeeded_at
+                # (on success: the job's last-success time, its gauges' stale series gone)
+                self.telemetry.end_tick(name, done.timestamp() if done else 0.0, ok=not error)
 
         return run
 

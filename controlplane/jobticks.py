@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 
 @dataclass
@@ -19,6 +19,7 @@ class JobTick:
     last_started_at: datetime | None = None
     last_duration_s: float = 0.0
     last_error: str = ""
+    last_succeeded_at: datetime | None = None  # when the last tick without an error ended
     runs: int = 0
     failures: int = 0
 
@@ -44,13 +45,17 @@ class JobTicks:
 
     def record(
         self, job: str, started_at: datetime, duration_s: float, error: str | None = None
-    ) -> None:
+    ) -> JobTick:
+        """Returns a copy of the job's tick as recorded."""
         with self._lock:
             tick = self._ticks.setdefault(job, JobTick(job))
             tick.last_started_at, tick.last_duration_s = started_at, duration_s
             tick.last_error = error or ""
             tick.runs += 1
             tick.failures += 1 if error else 0
+            if not error:
+                tick.last_succeeded_at = started_at + timedelta(seconds=duration_s)
+            return replace(tick)
 
     def snapshot(self) -> list[JobTick]:
         """Copies, by job name (a reader never sees a tick change under it)."""

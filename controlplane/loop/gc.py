@@ -107,13 +107,19 @@ def collect_garbage(ctx: LoopContext) -> int:
             )
         )
     errors = ctx.telemetry.provider_errors
+    # Orphans found per account: set once every region of it was listed, else the last
+    # sweep's count stays (labels() keeps it); accounts the store no longer has leave.
+    found_gauge = ctx.telemetry.gc_orphans
+    found_gauge.begin()
     reaped = 0
     for customer, acct, regions in targets:
+        account_orphans = found_gauge.labels(customer, acct.cloud, acct.name)
         try:
             provider = ctx.providers.provider(customer, acct)
         except ProviderError as err:
             errors.labels(acct.cloud, acct.name, err.kind).inc()
             continue
+        n_orphans, listed = 0, 0
         for region in regions:
             try:
                 found = provider.list_nodes(
@@ -122,6 +128,7 @@ def collect_garbage(ctx: LoopContext) -> int:
             except ProviderError as err:
                 errors.labels(acct.cloud, acct.name, err.kind).inc()
                 continue
+            listed += 1
             if not found:
                 continue
             with ctx.store.session() as s:
@@ -129,7 +136,9 @@ def collect_garbage(ctx: LoopContext) -> int:
                 known = {n.id: n.state for n in s.scalars(select(Node).where(Node.id.in_(ids)))}
                 for bid, needed in builder_ids(s, ids).items():  # image builders
                     known[bid] = (NodeState.RUNNING if needed else NodeState.TERMINATED).value
-            for c in orphans(found, known):
+            lost = orphans(found, known)
+            n_orphans += len(lost)
+            for c in lost:
                 reaped += _reap(
                     ctx,
                     acct,
@@ -139,6 +148,9 @@ def collect_garbage(ctx: LoopContext) -> int:
                     f"{c.intent_id} with no live record",
                     customer,
                 )
+        if listed == len(regions):
+            account_orphans.set(n_orphans)
+    found_gauge.sweep()
     return reaped
 
 
