@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from autoscaler import Autoscaler, Decision
 from controlplane.api.errors import (
+    STORED_ID_MAX,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -19,6 +20,7 @@ from controlplane.decider_code import decider_code
 from controlplane.replay import ReplayError, replay
 from controlplane.store.db import Store
 from controlplane.store.models import DecisionRecord
+from schema.policy import echo
 
 MAX_DECISIONS_PER_PAGE = 1000
 DECISION_KINDS = ("autoscale", "placement")
@@ -50,9 +52,11 @@ class Decisions:
         ``limit`` after them (paging forward); otherwise the newest ``limit``."""
         if kind and kind not in DECISION_KINDS:
             raise InvalidArgumentError(
-                "kind", f"unknown decision kind {kind!r} (one of: {', '.join(DECISION_KINDS)})"
+                "kind", f"unknown decision kind {echo(kind)} (one of: {', '.join(DECISION_KINDS)})"
             )
         limit = page_limit(since_id, limit, MAX_DECISIONS_PER_PAGE)
+        if since_id > STORED_ID_MAX:
+            return []  # (no decision has a larger id)
         q = matching(
             select(DecisionRecord),
             (DecisionRecord.customer, customer),
@@ -72,7 +76,7 @@ class Decisions:
             raise InvalidArgumentError("id", f"required: a decision id (got {decision_id})")
         check_id("id", decision_id)
         with self._store.session() as s:
-            record = s.get(DecisionRecord, decision_id)
+            record = s.get(DecisionRecord, decision_id) if decision_id <= STORED_ID_MAX else None
             if record is None:
                 raise NotFoundError("decision", str(decision_id))
         why_not = _not_replayable(record)

@@ -102,6 +102,10 @@ def check_name(field_name: str, value: str | None) -> None:
 # The largest id the store holds: ids are signed 64-bit integers in SQLite and PostgreSQL,
 # while the API's ids are uint64 (schema/proto), so 2^63 and up used to fail as INTERNAL.
 MAX_ID = 2**63 - 1
+# The largest id an event or decision row can have: their id columns are SQLAlchemy Integer
+# (int4 on PostgreSQL, controlplane/store/models.py), so a larger id, though valid, names no
+# row (and PostgreSQL refused to compare with it: "integer out of range", INTERNAL).
+STORED_ID_MAX = 2**31 - 1
 
 
 def check_id(field_name: str, value: int) -> None:

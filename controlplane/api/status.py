@@ -9,6 +9,7 @@ from importlib import metadata
 
 from sqlalchemy import func, select
 
+from controlplane.api.errors import STORED_ID_MAX
 from controlplane.api.paging import matching, page, page_limit
 from controlplane.api.views import StatusView
 from controlplane.jobticks import JobTicks
@@ -72,6 +73,8 @@ class Status:
         """Events with id > ``since_id``, oldest first, at most ``limit``. With
         ``since_id == 0`` the *newest* ``limit`` events (what ``tail`` shows)."""
         limit = page_limit(since_id, limit, MAX_EVENTS_PER_PAGE)
+        if since_id > STORED_ID_MAX:
+            return []  # (no event has a larger id)
         q = matching(select(Event), (Event.customer, customer), (Event.model, model))
         with self._store.session() as s:
             return page(s, q, Event.id, since_id, limit)
