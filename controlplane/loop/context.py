@@ -80,21 +80,36 @@ class Tuning:
     # its build timeout, retry wait, grace and freshness (``coldstart.images``).
     images_s: float = 60.0
     images: ImageTimings = ImageTimings()
+    # The decider's state changes every tick (gpucap's forecast folds in each sample); the
+    # decide job keeps the newest in memory and writes it when the decision changes, else
+    # at most this often (4 decide ticks): a restart resumes from a state at most this old
+    # (the decider is built to survive a lost one: it starts cautious). Each recorded
+    # decision stores the state it was made from, so replays are exact whatever this is.
+    decider_state_persist_s: float = 60.0
 
 
 class SpecCache:
     """Parsed model specs by model id, validated again only when the stored spec changes
-    (validating one costs more than the rest of a job's work on it)."""
+    (validating one costs more than the rest of a job's work on it). Keyed by the row's
+    version: every ORM write of a model row bumps it (a spec change, a pin, a pause; the
+    decide job's writes do not, ``loop/decide.py``), so an unchanged version is an
+    unchanged spec without comparing it; a new version compares the spec itself (a pin
+    leaves it as it was)."""
 
     def __init__(self) -> None:
-        self._specs: dict[int, tuple[dict[str, Any], ModelSpec]] = {}
+        self._specs: dict[int, tuple[int | None, dict[str, Any], ModelSpec]] = {}
+        self.parsed = 0  # validations done (what the cache saves is measured by it)
 
-    def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
+    def spec(self, model_id: int, raw: dict[str, Any], version: int | None = None) -> ModelSpec:
         cached = self._specs.get(model_id)
-        if cached is not None and cached[0] == raw:
-            return cached[1]
+        if cached is not None and version is not None and cached[0] == version:
+            return cached[2]
+        if cached is not None and cached[1] == raw:
+            self._specs[model_id] = (version, cached[1], cached[2])
+            return cached[2]
         spec = ModelSpec.model_validate(raw)
-        self._specs[model_id] = (dict(raw), spec)
+        self.parsed += 1
+        self._specs[model_id] = (version, dict(raw), spec)
         return spec
 
 

@@ -71,7 +71,8 @@ class ModelFacts:
     pinned: int | None
     paused: bool
     deleted: bool
-    autoscaler_state: dict[str, Any]
+    autoscaler_state: dict[str, Any]  # the newest: held in memory, else the stored one
+    version: int = 0  # the row's, as read (the decide job's writes are guarded by it)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,10 @@ class SnapshotReader:
 
     def __init__(self, specs: SpecCache | None = None) -> None:
         self._specs = specs or SpecCache()
+        # model id -> (the state as stored, the newest state, when it was stored): the
+        # decide job's state between its writes (``loop/decide.py``); used while the row
+        # still holds what was stored (another daemon's write, or a restore, wins).
+        self._states: dict[int, tuple[dict[str, Any], dict[str, Any], float]] = {}
         self._overflow: dict[str, tuple[str, Overflow]] = {}
         self._learned: tuple[int | None, Learned] = (None, Learned())
         self._baked: tuple[tuple[int, int] | None, frozenset[tuple[str, str, str, str]]] = (
@@ -135,8 +140,29 @@ class SnapshotReader:
             frozenset(),
         )
 
-    def spec(self, model_id: int, raw: dict[str, Any]) -> ModelSpec:
-        return self._specs.spec(model_id, raw)
+    def spec(self, model_id: int, raw: dict[str, Any], version: int | None = None) -> ModelSpec:
+        return self._specs.spec(model_id, raw, version)
+
+    def hold_state(self, model_id: int, state: dict[str, Any], stored_at: float | None) -> None:
+        """The decider's newest state for a model; ``stored_at``: it was written to the row
+        then (None: only held, the row keeps the last stored one)."""
+        held = self._states.get(model_id)
+        if stored_at is not None:
+            self._states[model_id] = (state, state, stored_at)
+        elif held is not None:
+            self._states[model_id] = (held[0], state, held[2])
+
+    def state_stored_at(self, model_id: int) -> float | None:
+        held = self._states.get(model_id)
+        return held[2] if held is not None else None
+
+    def _state(self, model_id: int, stored: dict[str, Any], now: float) -> dict[str, Any]:
+        held = self._states.get(model_id)
+        if held is not None and held[0] == stored:
+            return held[1]
+        # First seen (or changed under us): what the row holds, as stored ``now``.
+        self._states[model_id] = (stored, stored, now)
+        return stored
 
     def read(self, s: Session, now: float, *, placement: bool = False) -> Snapshot:
         """Models (the deleted ones too: their replicas still leave), their non-terminal
@@ -148,13 +174,14 @@ class SnapshotReader:
                 id=m.id,
                 customer=m.customer,
                 name=m.name,
-                spec=self.spec(m.id, m.spec),
+                spec=self.spec(m.id, m.spec, m.version),
                 desired=m.desired_replicas,
                 reason=m.desired_reason,
                 pinned=m.pinned_replicas,
                 paused=m.paused,
                 deleted=m.deleted_at is not None,
-                autoscaler_state=dict(m.autoscaler_state or {}),
+                autoscaler_state=dict(self._state(m.id, m.autoscaler_state or {}, now)),
+                version=m.version,
             )
             for m in rows
         ]
