@@ -14,6 +14,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import structlog
+
 from controlplane.lifecycle.health import Probe
 from controlplane.probes import ProbeTarget
 from controlplane.store.models import Account as AccountRow
@@ -27,6 +29,8 @@ from providers.retry import DEFAULT_POLICY, RetryPolicy
 from providers.sim import SimCloud, SimProvider
 from schema.policy import Account, Credentials
 from schema.types import Cloud, Owner
+
+log = structlog.get_logger("gpucap.resolvers")
 
 
 def account_model(row: AccountRow) -> Account:
@@ -86,6 +90,7 @@ class CloudResolver:
     limiter: RateLimiter | None = LIMITER  # the process's budgets (None: unlimited)
     _cache: dict[tuple[str, str, str], Provider] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _unavailable: set[tuple[str, str, str]] = field(default_factory=set)  # logged once each
 
     def provider(self, customer: str, account: AccountRow) -> Provider:
         # Keyed by the credential reference too, so a policy change that points an account
@@ -105,6 +110,17 @@ class CloudResolver:
                         endpoint_url=self.endpoints.get(model.cloud),
                     )
                 except ProviderUnavailable as exc:
+                    # Every job asks again each tick: the operator hears it once (the
+                    # message names the package extra a missing SDK needs).
+                    if key not in self._unavailable:
+                        self._unavailable.add(key)
+                        log.error(
+                            "provider.unavailable",
+                            customer=customer,
+                            account=account.name,
+                            cloud=model.cloud.value,
+                            error=str(exc),
+                        )
                     raise AuthFailed(
                         str(exc), code="AdapterUnavailable", scope=Scope.ACCOUNT
                     ) from exc
