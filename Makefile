@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all]'
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
