@@ -5,9 +5,10 @@ out), takes a token from the (cloud, account, region) budget
 :data:`CALLS`, which ``controlplane.telemetry`` exports as ``gpucap_cloud_calls_total``.
 
 A verb is counted once per call of the interface, before it is made (so a call that fails is
-counted too). The adapters' own in-call retries (``providers.retry``, after a throttle or a
-5xx) are not counted again, and a verb an adapter serves with several requests (OCI's
-listing reads the VNICs of running instances too) counts as one.
+counted too), and once more for each of the adapter's in-call retries (``providers.retry``
+calls back through ``ATTEMPT_HOOK``, so a retry also waits for its own token). A verb an
+adapter serves with several requests (OCI's listing reads the VNICs of its running
+instances too) counts as one.
 
 Object storage verbs (S3/GCS/OCI Object Storage, weight staging) are counted but not
 limited: they are another service with budgets of their own (S3 counts per prefix).
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 
 from providers.base import CloudNode, CreateResult, Image, NodeRequest, Offering, Provider
 from providers.ratelimit import CallKind, RateLimiter
+from providers.retry import ATTEMPT_HOOK
 from schema.types import Cloud
 
 T = TypeVar("T")
@@ -100,11 +102,24 @@ class MeteredProvider:
             return metered
         return value
 
-    def _call(self, verb: str, region: str, kind: CallKind | None, fn: Callable[[], T]) -> T:
-        if kind is not None and self._limiter is not None:
-            self._limiter.acquire(self.cloud.value, self._key, region, kind)
-        self._counts.add((self.cloud.value, self._key, region, verb))
-        return fn()
+    def _call(
+        self, verb: str, region: str | Sequence[str], kind: CallKind | None, fn: Callable[[], T]
+    ) -> T:
+        regions = [region] if isinstance(region, str) else list(region)
+
+        def request() -> None:
+            for where in regions:
+                if kind is not None and self._limiter is not None:
+                    self._limiter.acquire(self.cloud.value, self._key, where, kind)
+                self._counts.add((self.cloud.value, self._key, where, verb))
+
+        request()
+        # The adapter's retries (``providers.retry``) call ``request`` again per attempt.
+        token = ATTEMPT_HOOK.set(request)
+        try:
+            return fn()
+        finally:
+            ATTEMPT_HOOK.reset(token)
 
     # -- instances ---------------------------------------------------------------------
 
@@ -146,11 +161,9 @@ class MeteredProvider:
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         # One token and one count per region: the adapters read each region apart.
-        for region in regions:
-            if self._limiter is not None:
-                self._limiter.acquire(self.cloud.value, self._key, region, CallKind.READ)
-            self._counts.add((self.cloud.value, self._key, region, "offerings"))
-        return self.inner.list_offerings(regions)
+        return self._call(
+            "offerings", regions, CallKind.READ, lambda: self.inner.list_offerings(regions)
+        )
 
     def delete_placement_group(self, region: str, placement_group: str) -> None:
         self._call(

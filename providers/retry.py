@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -57,6 +58,14 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 NO_RETRY = RetryPolicy(max_attempts=1)
 
+# Set by ``providers.metered`` around one call of a verb, which it budgeted and counted as
+# one request: each attempt after the first is another request on the wire, so it takes
+# its own token (and is counted) through this hook. A hook that refuses (``RateLimited``, a
+# ``Throttled``) is retried like a throttle from the cloud.
+ATTEMPT_HOOK: ContextVar[Callable[[], None] | None] = ContextVar(
+    "gpucap_retry_attempt_hook", default=None
+)
+
 
 def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, Throttled | TransientError)
@@ -73,6 +82,15 @@ def call_with_retry(
     """Call ``fn`` until it returns, raises a non-retryable error, or the policy is spent;
     then the last error is re-raised unchanged (so callers still branch on its type)."""
     draw = rng or random.Random()
+    hook = ATTEMPT_HOOK.get()
+    attempts = 0
+
+    def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1 and hook is not None:
+            hook()
+        return fn()
 
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -94,4 +112,4 @@ def call_with_retry(
         reraise=True,
         sleep=sleep,
     )
-    return retrying(fn)
+    return retrying(attempt)

@@ -235,3 +235,24 @@ def test_a_failing_listing_leaves_its_nodes_as_they_are(store: Store) -> None:
     with store.session() as s:
         row = s.get(Node, victim.id)
         assert row is not None and row.state == NodeState.FAILED
+
+
+def test_a_leaving_intent_without_an_instance_id_is_found_by_its_tag(store: Store) -> None:
+    """A drain racing the create (or a crash before the id was recorded): the instance is
+    found in the same listing by its intent tag and terminated, with no call of its own."""
+    f = fleet(store, 1)
+    run(f.loop, f.clock, 20)
+    [node] = ready(store)
+    instance_id = node.instance_id
+    assert instance_id is not None
+    with store.session() as s:
+        row = s.get_one(Node, node.id)
+        row.instance_id = None  # (as if never recorded)
+        row.state = NodeState.DRAINING.value
+        row.draining_at = row.failed_at = datetime.fromtimestamp(f.clock.t, UTC)
+    assert f.pass_calls() == {"list": 1, "terminate": 1}
+    with store.session() as s:
+        assert s.get_one(Node, node.id).state == NodeState.TERMINATING
+    f.clock.t += 2
+    described = behind_our_back(f.sim).describe_node(REGION, instance_id)
+    assert described is None or described.status.value == "terminated"

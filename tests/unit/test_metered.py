@@ -11,6 +11,7 @@ from controlplane.telemetry import Metrics
 from providers.base import NodeRequest, ObjectStore, Provider, ownership_tags
 from providers.metered import CallCounts, MeteredProvider
 from providers.ratelimit import BucketSize, CallKind, RateLimited, RateLimiter
+from providers.retry import RetryPolicy
 from providers.sim import SimCloud, SimProvider
 from schema.types import Cloud
 
@@ -81,3 +82,27 @@ def test_the_resolvers_hand_out_metered_providers_exported_as_a_counter() -> Non
     p.list_nodes(REGION, {})
     after = metrics.registry.get_sample_value("gpucap_cloud_calls_total", labels)
     assert after == before + 2
+
+
+FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=0.0, max_total_s=5.0)
+
+
+def test_each_retry_of_the_adapter_is_counted_and_budgeted_as_a_request() -> None:
+    world, counts = SimCloud(), CallCounts()
+    inner = SimProvider(Cloud.AWS, "acct", world, retry=FAST_RETRY)
+    p = MeteredProvider(inner, limiter=None, counts=counts)
+    world.inject(Cloud.AWS, "acct", "throttle", count=1)
+    p.create_node(request("n-1"))  # throttled once, then made: two requests
+    assert counts.total(verb="create") == 2
+
+    # A budget of one write: the retry after the cloud's throttle finds no token, is
+    # refused before reaching the cloud, and the verb ends throttled.
+    limiter = RateLimiter({Cloud.AWS: {CallKind.WRITE: BucketSize(1, 1e-6)}}, max_wait_s=0.0)
+    tight = MeteredProvider(
+        SimProvider(Cloud.AWS, "acct2", world, retry=FAST_RETRY), limiter=limiter, counts=counts
+    )
+    world.inject(Cloud.AWS, "acct2", "throttle", count=1)
+    with pytest.raises(RateLimited):
+        tight.create_node(request("n-2"))
+    assert counts.total(account="acct2", verb="create") == 1
+    assert "n-2" not in {i.intent_id for i in world.instances.values()}
