@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -49,6 +49,9 @@ from providers.credentials import ExternalIdGenerator, load_or_create_key
 from schema.daemon_config import DaemonConfig
 from schema.policy_file import PolicyError
 from schema.policy_includes import read_policy_text
+
+if TYPE_CHECKING:
+    from controlplane.tracing import Tracing
 
 log = structlog.get_logger("gpucap.daemon")
 
@@ -117,10 +120,23 @@ class Daemon:
         self._intervals: dict[str, float] = {}
         self._started_mono = time.monotonic()
         self._fleet_gauges = FleetGauges()
+        self.tracing: Tracing | None = None  # config ``tracing:`` (controlplane/tracing.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         w = self.wiring
+        providers = w.providers
+        if self.config.tracing is not None:  # (else nothing of OpenTelemetry is imported)
+            try:
+                from controlplane.tracing import Tracing
+            except ImportError as exc:
+                raise RuntimeError(
+                    f"tracing is configured but OpenTelemetry is missing ({exc}): "
+                    "pip install 'gpucap[otel]'"
+                ) from exc
+            self.tracing = Tracing.from_config(self.config.tracing)
+            self.tracing.start()
+            providers = self.tracing.resolver(providers)
         # Before anything touches the file: a second daemon on it stops here.
         self._sqlite_lock = hold_sqlite(w.database_url)
         upgrade(w.database_url)
@@ -140,7 +156,7 @@ class Daemon:
             # `gpucap explain` shows the loop's own cold-start figures.
             cold_start_scale=w.tuning.cold_start_scale,
             # `gpucap audit` lists the clouds through the loop's own resolver.
-            providers=w.providers,
+            providers=providers,
         )
         self.apply_policies()
         self._start_metrics()
@@ -153,7 +169,7 @@ class Daemon:
             # The acting path writes through the fence: a deposed leader's late writes roll
             # back (store/db.py), whichever job makes them.
             store=self.store.fenced(self.leadership),
-            providers=w.providers,
+            providers=providers,
             metrics_source=w.metrics_source,
             health=w.health,
             autoscaler=autoscaler,
@@ -231,6 +247,9 @@ class Daemon:
             self.leadership = None
         release_sqlite(self._sqlite_lock)
         self._sqlite_lock = None
+        if self.tracing is not None:
+            self.tracing.shutdown()  # (flushes the spans still batched)
+            self.tracing = None
         log.info("daemon.stopped")
 
     # ------------------------------------------------------------------ policies
@@ -408,8 +427,14 @@ class Daemon:
         assert self.service is not None
         g = self.config.grpc
         token = Path(g.token_file).read_text().strip() if g.token_file else None
+        tracing = self.tracing.interceptor() if self.tracing is not None else None
         self._grpc = serve(
-            self.service, g.addr, tls_cert=g.tls_cert, tls_key=g.tls_key, token=token
+            self.service,
+            g.addr,
+            tls_cert=g.tls_cert,
+            tls_key=g.tls_key,
+            token=token,
+            tracing=tracing,
         )
         self.grpc_port = getattr(self._grpc, "port", None)
 

@@ -122,6 +122,15 @@ class LeadershipConfig(_Strict):
     ready_intervals: Annotated[int, Field(ge=1, le=100)] = 3
 
 
+class TracingConfig(_Strict):
+    """OpenTelemetry traces (the ``gpucap[otel]`` extra): spans for gRPC calls, store
+    transactions and provider calls, exported over OTLP/HTTP. Absent: no tracing, and
+    nothing of OpenTelemetry is imported."""
+
+    otlp_endpoint: str = Field(pattern="^https?://")  # e.g. http://collector:4318/v1/traces
+    service_name: str = Field(default="gpucap", min_length=1, max_length=128)
+
+
 class DaemonConfig(_Strict):
     database_url: str | None = None  # default: SQLite in the state directory
     policies: list[str] = []  # policy files applied at start and on SIGHUP
@@ -138,3 +147,4 @@ class DaemonConfig(_Strict):
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     metrics: MetricsConfig = MetricsConfig()
     leadership: LeadershipConfig = LeadershipConfig()
+    tracing: TracingConfig | None = None  # None: no traces

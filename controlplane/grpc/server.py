@@ -600,15 +600,18 @@ def serve(
     token: str | None = None,
     max_workers: int = 16,
     stream_poll_s: float = STREAM_POLL_S,
+    tracing: grpc.ServerInterceptor | None = None,
 ) -> GrpcServer:
     """Start the API on ``addr`` and return the running server; open streams look at the
-    store every ``stream_poll_s`` seconds."""
+    store every ``stream_poll_s`` seconds; ``tracing``: a span per call."""
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("TLS needs both a certificate and a key file")
     tls = tls_cert is not None and tls_key is not None
     check_bind_allowed(addr, tls=tls, token=bool(token))
 
-    interceptors = [BearerTokenInterceptor(token)] if token else []
+    interceptors: list[grpc.ServerInterceptor] = [BearerTokenInterceptor(token)] if token else []
+    if tracing is not None:  # (controlplane.tracing; outermost: a refused call is traced too)
+        interceptors.insert(0, tracing)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         interceptors=interceptors,
