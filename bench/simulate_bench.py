@@ -61,6 +61,7 @@ FLEET_8B = ROOT / "examples" / "fleet-8b.yaml"
 FULL_LOOP_RESULTS = ROOT / "bench" / "full_loop_results.json"
 FETCH_RESULTS = ROOT / "bench" / "fetch_results.json"
 COLDSTART_RESULTS = ROOT / "bench" / "coldstart_results.json"
+LOOP_SCALE_RESULTS = ROOT / "bench" / "loop_scale_results.json"
 SLO_TARGET = 0.99
 SEED = 0
 DAY = 86400
@@ -700,6 +701,7 @@ def render(
     out += full_loop_section(bound_of)
     out += fetch_section()
     out += coldstart_section()
+    out += loop_scale_section()
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -932,6 +934,16 @@ def coldstart_section(path: Path = COLDSTART_RESULTS) -> list[str]:
     import coldstart_bench  # (imports this module's page: not at the top)
 
     return coldstart_bench.render(json.loads(path.read_text()))
+
+
+def loop_scale_section(path: Path = LOOP_SCALE_RESULTS) -> list[str]:
+    """``bench/loop_scale.py``'s section (with ``bench/list_models_bench.py``'s figures),
+    from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import loop_scale  # (imports this module's page: not at the top)
+
+    return loop_scale.render(json.loads(path.read_text()))
 
 
 def rewrite_page(
