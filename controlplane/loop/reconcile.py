@@ -75,6 +75,7 @@ from providers.base import (
     ownership_tags,
 )
 from providers.errors import NotFound, ProviderError, Throttled, TransientError
+from providers.ratelimit import RateLimited
 from runtimes import ENGINES, port
 from schema.policy import Model as ModelSpec
 from schema.policy import WarmMode
@@ -198,6 +199,8 @@ def reconcile(ctx: LoopContext) -> None:
 def _guarded(ctx: LoopContext, snap: NodeSnapshot) -> Iterator[None]:
     try:
         yield
+    except RateLimited as err:
+        _rate_limited(ctx, snap, err)
     except ProviderError as err:
         if snap.state == NodeState.RESUMING:
             _start_failed(ctx, snap, err)
@@ -210,6 +213,21 @@ def _guarded(ctx: LoopContext, snap: NodeSnapshot) -> Iterator[None]:
         # this node as it is for the next tick.
         ctx.telemetry.provider_errors.labels(snap.cloud, snap.account, "Unexpected").inc()
         log.exception("reconcile.node_failed", node=snap.id, state=snap.state.value)
+
+
+def _rate_limited(ctx: LoopContext, n: NodeSnapshot, err: RateLimited) -> None:
+    """gpucap's own budget for the (account, region) refused the call before it reached the
+    cloud (``providers.ratelimit``): the node stays as it is and tries again on a later
+    pass. A create's attempt, counted before the call, is given back: a refusal is no
+    attempt, so a burst of creates larger than the budget waits its turn, never fails."""
+    ctx.telemetry.provider_errors.labels(n.cloud, n.account, err.kind).inc()
+    log.info("reconcile.rate_limited", node=n.id, state=n.state.value, error=str(err))
+    if n.state != NodeState.PENDING:
+        return
+    with ctx.store.session() as s:
+        row = s.get(Node, n.id)
+        if row is not None and row.state == NodeState.PENDING and row.attempts > n.attempts:
+            row.attempts = n.attempts
 
 
 def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:

@@ -24,10 +24,11 @@ from controlplane.loop import ControlLoop, LoopContext
 from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.store.db import Store
 from controlplane.store.models import Account as AccountRow
-from controlplane.store.models import Node
+from controlplane.store.models import Node, UnavailableOffering
 from controlplane.telemetry import Metrics
 from providers.base import CloudNode, Provider
 from providers.errors import TransientError
+from providers.ratelimit import BucketSize, CallKind, RateLimiter
 from providers.sim import SimCloud, SimProvider, SimTimings
 from schema.types import Cloud, NodeState
 from tests.component.test_control_loop import TUNING, Clock, ScriptedLoad, live_nodes, run
@@ -133,13 +134,21 @@ class Fleet:
         return out
 
 
-def fleet(store: Store, replicas: int, lag_listings: int = 0) -> Fleet:
+def fleet(
+    store: Store, replicas: int, lag_listings: int = 0, budget: BucketSize | None = None
+) -> Fleet:
     clock = Clock()
     sim = SimCloud(timings=SimTimings(boot_s=3, serve_s=4, terminate_s=1), clock=clock)
     svc = ControlPlaneService(store, clock=lambda: datetime.fromtimestamp(clock.t, UTC))
     svc.apply_policy(policy(replicas), source="fleet", applied_by="test")
     load = ScriptedLoad()
-    resolver = FaultyResolver(SimResolver(sim), lag_listings=lag_listings)
+    # A write budget on the test's clock (the simulated cloud has none of its own).
+    limiter = (
+        RateLimiter({Cloud.AWS: {CallKind.WRITE: budget}}, max_wait_s=0.0, clock=clock)
+        if budget
+        else None
+    )
+    resolver = FaultyResolver(SimResolver(sim, limiter=limiter), lag_listings=lag_listings)
     telemetry = Metrics()
     ctx = LoopContext(
         store=store,
@@ -256,3 +265,27 @@ def test_a_leaving_intent_without_an_instance_id_is_found_by_its_tag(store: Stor
     f.clock.t += 2
     described = behind_our_back(f.sim).describe_node(REGION, instance_id)
     assert described is None or described.status.value == "terminated"
+
+
+def test_a_burst_of_creates_over_the_budget_waits_its_turn_and_never_fails(
+    store: Store,
+) -> None:
+    """Six replicas at once against a budget of two writes and one more every 10 s: the
+    refused creates never reach the cloud, count no attempt, fail nothing and block no
+    pool; all six are made, at the budget's pace."""
+    f = fleet(store, 6, budget=BucketSize(2, 0.1))
+    created: list[int] = []
+    for _ in range(60):
+        before = f._calls().get("create", 0)
+        run(f.loop, f.clock, 1)
+        created.append(f._calls().get("create", 0) - before)
+    assert sum(created) == 6
+    assert max(sum(created[i : i + 10]) for i in range(len(created))) <= 2 + 1
+    nodes = live_nodes(store)
+    assert len(nodes) == 6 and all(n.state == NodeState.READY for n in nodes)
+    with store.session() as s:
+        assert not s.scalars(select(Node).where(Node.state == NodeState.FAILED)).all()
+        assert all(n.attempts == 1 for n in s.scalars(select(Node)))
+        assert not s.scalars(select(UnavailableOffering)).all()
+    labels = {"cloud": "aws", "account": ACCOUNT, "type": "RateLimited"}
+    assert (f.telemetry.registry.get_sample_value("gpucap_provider_errors_total", labels) or 0) > 0
