@@ -13,7 +13,12 @@ instance store (``mnt/``, where the weights are) is wiped before the next boot, 
 NVMe instance store is (coldstart.md §4). The host's tools are stand-ins first on the
 node's PATH (``providers/sim/standins.py``: ``docker run`` starts ``python -m
 runtimes.emulator``), and the bootstrap is told its folder (``GPUCAP_ROOT``) and address
-(``HEALTH_HOST``)."""
+(``HEALTH_HOST``).
+
+A node's process tree belongs to the process that booted it (or adopted it: :meth:`LocalNodes.
+adopt`, a daemon restarted on a shared state file taking over a tree its dead predecessor
+booted); :func:`process_identity` names that owner in the state file, and :func:`group_alive`
+tells a node's live tree from a process id the system has since handed to someone else."""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -57,7 +62,61 @@ INSTANCE_STORE = "mnt"  # what a stop wipes (bootstrap.render.WEIGHTS_DIR is und
 class _Node:
     home: Path
     address: str
-    boot: subprocess.Popen[bytes]
+    group: int  # its process group (the bootstrap's pid)
+    boot: subprocess.Popen[bytes] | None  # None: adopted, another process's child
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``pid:start time``: a process id alone may be handed out again once it exits."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid)}"
+
+
+def owner_alive(identity: str | None) -> bool:
+    """The process :func:`process_identity` named still runs (not a later one on its pid)."""
+    if not identity:
+        return False
+    pid, _, started = identity.partition(":")
+    return started == str(_start_time(int(pid))) and alive(int(pid))
+
+
+def group_alive(group: int, home: Path) -> bool:
+    """A member of the node's process group still runs: the bootstrap (the group's leader)
+    or the engine, each checked to be this node's (its environment names ``home``), so a
+    recycled pid is never taken for the node."""
+    mark = f"GPUCAP_ROOT={home}".encode()
+    for pid in (group, engine_pid(home)):
+        if pid is None or not alive(pid):
+            continue
+        try:
+            if os.getpgid(pid) == group and mark in Path(f"/proc/{pid}/environ").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def kill_group(group: int, home: Path, wait_s: float = 5.0) -> None:
+    """End a node's process group that no :class:`LocalNodes` here holds (its owner is
+    gone): SIGTERM, then SIGKILL what is left after ``wait_s``."""
+    if not group_alive(group, home):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while group_alive(group, home) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
 
 
 class LocalNodes:
@@ -84,18 +143,33 @@ class LocalNodes:
         self._lock = threading.Lock()
 
     def start(
-        self, instance_id: str, user_data: str, gpus: int, *, gpu_name: str = "NVIDIA H100"
+        self,
+        instance_id: str,
+        user_data: str,
+        gpus: int,
+        *,
+        gpu_name: str = "NVIDIA H100",
+        again: bool | None = None,
+        before: str | None = None,
+        avoid: Collection[str] = (),
     ) -> str:
         """Boot a node from its cloud-init document; returns its address. An instance
         started again after a stop boots from its disk as cloud-init would: only the
         per-boot scripts run, on an empty instance store. Raises ValueError for a document
-        that is not ``#cloud-config`` or a node that runs already."""
+        that is not ``#cloud-config`` or a node that runs already.
+
+        ``again``/``before``: whether it booted before and where (None: as this object
+        remembers; a shared state file remembers for every process). ``avoid``: addresses
+        held by nodes of other processes that may not answer yet."""
         doc = _cloud_config(user_data)
         home = self.root / instance_id
         with self._lock:
             if instance_id in self._nodes:
                 raise ValueError(f"local node {instance_id} runs already")
-            again = instance_id in self._booted
+            if again is None:
+                again = instance_id in self._booted
+            if before is None:
+                before = self._booted.get(instance_id)
             if again:
                 shutil.rmtree(home / INSTANCE_STORE, ignore_errors=True)
                 runcmd: Sequence[str | Sequence[str]] = []
@@ -104,7 +178,7 @@ class LocalNodes:
                 _write_files(home, doc.get("write_files") or [])
                 runcmd = doc.get("runcmd") or []
             port = int(read_env(home / standins.NODE_ENV).get("PORT", "0"))
-            address = self._allocate(port, self._booted.get(instance_id))
+            address = self._allocate(port, before, avoid)
             node: NodeFile = {
                 "address": address,
                 "gpus": gpus,
@@ -126,9 +200,36 @@ class LocalNodes:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stop ends all of it
                 )
-            self._nodes[instance_id] = _Node(home, address, boot)
+            self._nodes[instance_id] = _Node(home, address, boot.pid, boot)
             self._booted[instance_id] = address
             return address
+
+    def adopt(self, instance_id: str, address: str, group: int) -> bool:
+        """Take over a node another process booted and left running (it exited): stopping
+        it and :meth:`close` end it from now on. False: its process group is gone."""
+        home = self.root / instance_id
+        if not group_alive(group, home):
+            return False
+        with self._lock:
+            self._nodes.setdefault(instance_id, _Node(home, address, group, None))
+            self._booted[instance_id] = address
+        return True
+
+    def owns(self, instance_id: str) -> bool:
+        with self._lock:
+            return instance_id in self._nodes
+
+    def group_of(self, instance_id: str) -> int | None:
+        with self._lock:
+            node = self._nodes.get(instance_id)
+        return None if node is None else node.group
+
+    def home_of(self, instance_id: str) -> Path:
+        return self.root / instance_id
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._nodes)
 
     def stop(self, instance_id: str) -> None:
         """End the node's bootstrap and engine, its whole process group. Idempotent."""
@@ -136,15 +237,17 @@ class LocalNodes:
             node = self._nodes.pop(instance_id, None)
         if node is None:
             return
-        group = node.boot.pid  # (the group keeps this id while any member lives)
+        if node.boot is None:  # (adopted: not our child, nothing to reap)
+            kill_group(node.group, node.home)
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGTERM)
-        members = [p for p in (node.boot.pid, engine_pid(node.home)) if p is not None]
+            os.killpg(node.group, signal.SIGTERM)
+        members = [p for p in (node.group, engine_pid(node.home)) if p is not None]
         deadline = time.monotonic() + 5
         while any(alive(p) for p in members) and time.monotonic() < deadline:
             time.sleep(0.02)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)  # (whatever did not take the hint)
+            os.killpg(node.group, signal.SIGKILL)  # (whatever did not take the hint)
         node.boot.wait()
 
     def kill_engine(self, instance_id: str) -> bool:
@@ -171,12 +274,12 @@ class LocalNodes:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _allocate(self, port: int, before: str | None = None) -> str:
+    def _allocate(self, port: int, before: str | None = None, avoid: Collection[str] = ()) -> str:
         """``before`` (the node's address at its previous boot: a cloud keeps a stopped
         instance's private address) if it is free, else the first address of the network
         no live node holds where ``port`` is free (a node of another process, a test in
         parallel, may hold one)."""
-        taken = {n.address for n in self._nodes.values()}
+        taken = {n.address for n in self._nodes.values()} | set(avoid)
         hosts = (str(h) for h in itertools.islice(self.network.hosts(), 1, _SCAN))
         for address in itertools.chain([before] if before else [], hosts):
             if address not in taken and _bindable(address, port):

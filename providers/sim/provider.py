@@ -52,11 +52,7 @@ class SimProvider:
         )
 
     def _mine(self) -> list[SimInstance]:
-        return [
-            i
-            for i in self.world.instances.values()
-            if i.account == self.account and i.cloud == self.cloud
-        ]
+        return self.world.instances_of(self.account, self.cloud)
 
     def create_node(self, request: NodeRequest) -> CreateResult:
         return call_with_retry(lambda: self._create_once(request), self.retry, what="sim create")
@@ -64,7 +60,9 @@ class SimProvider:
     def _create_once(self, request: NodeRequest) -> CreateResult:
         tags = dict(request.tags)
         tags[TAG_INTENT] = request.intent_id
-        with self.world.lock:
+        # One transaction: with a shared state file, another process's create of this
+        # intent is either seen here or waits for this one.
+        with self.world.transaction():
             # Find first: a retry after a crash must never make a second instance.
             for inst in self._mine():
                 if inst.intent_id == request.intent_id and self.world.status(inst) not in (
@@ -94,15 +92,15 @@ class SimProvider:
             return CreateResult(self._node(inst), created=created)
 
     def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
-        with self.world.lock:
-            inst = self.world.instances.get(instance_id)
+        with self.world.transaction():
+            inst = self.world.instance(instance_id)
             if inst is None or inst.account != self.account or inst.region != region:
                 return None
             node = self._node(inst)
             return None if node.status == InstanceStatus.TERMINATED else node
 
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
-        with self.world.lock:
+        with self.world.transaction():
             out = []
             for inst in self._mine():
                 if inst.region != region:
@@ -128,7 +126,7 @@ class SimProvider:
 
     def list_offerings(self, regions: Sequence[str]) -> list[Offering]:
         out: list[Offering] = []
-        with self.world.lock:
+        with self.world.transaction():
             for region in regions:
                 if region not in REGIONS[self.cloud]:
                     raise InvalidRequest(f"unknown {self.cloud.value} region {region!r}")
@@ -160,8 +158,8 @@ class SimProvider:
         name: str,
         tags: Mapping[str, str] | None = None,
     ) -> Image:
-        with self.world.lock:
-            src = self.world.instances.get(source_instance_id)
+        with self.world.transaction():
+            src = self.world.instance(source_instance_id)
             if src is None or src.account != self.account:
                 raise NotFound(f"instance {source_instance_id} not found", code="NotFound")
             img = self.world.new_image(
@@ -174,54 +172,47 @@ class SimProvider:
             return _image(img)
 
     def describe_image(self, region: str, image_id: str) -> Image | None:
-        img = self.world.images.get(image_id)
+        img = self.world.image(image_id)
         if img is None or img.region != region:
             return None
         return _image(img)
 
     def list_images(self, region: str, tags: Mapping[str, str]) -> list[Image]:
-        with self.world.lock:
-            return [
-                _image(i)
-                for i in sorted(self.world.images.values(), key=lambda i: i.image_id)
-                if (i.account, i.region) == (self.account, region)
-                and all(i.tags.get(k) == v for k, v in tags.items())
-            ]
+        return [
+            _image(i)
+            for i in self.world.images_of(self.account, region)
+            if all(i.tags.get(k) == v for k, v in tags.items())
+        ]
 
     def delete_image(self, region: str, image_id: str) -> None:
-        with self.world.lock:
-            img = self.world.images.get(image_id)
-            if img is not None and img.region == region:
-                del self.world.images[image_id]
+        self.world.delete_image(region, image_id)
 
     def delete_placement_group(self, region: str, placement_group: str) -> None:
         self.world.delete_placement_group(self.account, region, placement_name(placement_group))
 
     def copy_object(self, source_uri: str, dest_uri: str) -> None:
-        with self.world.lock:
-            if source_uri not in self.world.objects:
-                raise NotFound(f"object {source_uri} not found", code="NoSuchKey")
-            self.world.objects[dest_uri] = self.world.objects[source_uri]
-            if source_uri in self.world.object_data:
-                self.world.object_data[dest_uri] = self.world.object_data[source_uri]
+        self.world.copy_object(source_uri, dest_uri)
 
     # ---- staging's verbs (providers.base.ObjectStore), on the world's objects ----------
     def list_objects(self, region: str, uri: str) -> list[StoredObject]:
-        with self.world.lock:
-            return [
-                StoredObject(u, self.world.objects[u], self._checksum(u)) for u in self._under(uri)
-            ]
+        with self.world.transaction():
+            out = []
+            for u in self._under(uri):
+                size = self.world.object_size(u)
+                assert size is not None  # (listed in this transaction)
+                out.append(StoredObject(u, size, self._checksum(u, size)))
+            return out
 
     def _under(self, uri: str) -> list[str]:
         """The objects a prefix (ending in "/") holds, or the one object."""
         if not uri.endswith("/"):
-            return [uri] if uri in self.world.objects else []
-        return sorted(u for u in self.world.objects if u.startswith(uri))
+            return [uri] if self.world.object_size(uri) is not None else []
+        return self.world.object_uris(uri)
 
-    def _checksum(self, uri: str) -> str:
-        data = self.world.object_data.get(uri)
+    def _checksum(self, uri: str, size: int) -> str:
+        data = self.world.object_body(uri)
         if data is None:  # (an object known by its size only)
-            return f"size:{self.world.objects[uri]}"
+            return f"size:{size}"
         return f"md5:{hashlib.md5(data).hexdigest()}"
 
     def copy_step(
@@ -233,8 +224,8 @@ class SimProvider:
         max_bytes: int,
     ) -> CopyStep:
         """Copies ``max_bytes`` a step (the object appears whole when the last one is done)."""
-        with self.world.lock:
-            if source.uri not in self.world.objects:
+        with self.world.transaction():
+            if self.world.object_size(source.uri) is None:
                 raise NotFound(f"object {source.uri} not found", code="NoSuchKey")
             done = min(source.size, int(resume.get("offset") or 0) + max(1, max_bytes))
             if done < source.size:
@@ -243,10 +234,9 @@ class SimProvider:
         return CopyStep(True, source.size)
 
     def delete_objects(self, region: str, uri: str) -> None:
-        with self.world.lock:
+        with self.world.transaction():
             for u in self._under(uri):
-                self.world.objects.pop(u, None)
-                self.world.object_data.pop(u, None)
+                self.world.delete_object(u)
 
 
 def _private_ip(inst: SimInstance) -> str:

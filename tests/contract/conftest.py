@@ -15,7 +15,8 @@ import pytest
 
 from tests.contract.harness import Harness
 
-CLOUDS = ("sim", "aws", "gcp", "oci")
+# "simfile": the simulated cloud on a state file shared by processes (harness_simfile.py).
+CLOUDS = ("sim", "simfile", "aws", "gcp", "oci")
 
 _missing: dict[str, str] = {}
 
