@@ -314,8 +314,12 @@ class Metrics:
 
     def standing_by(self, job: str) -> None:
         """``job`` fired on a standby daemon (another one acts): no last success of its
-        own to report (a deposed leader's would look stuck)."""
+        own to report (a deposed leader's would look stuck), nor the fleet as it last saw
+        it (the acting daemon reports it)."""
         self.job_last_success.remove(job)
+        gauges = self._swept_by_job.get(job, ())
+        for g in (*gauges, self.gc_orphans) if job == "reconcile" else gauges:
+            g.clear()
 
     def begin_tick(self, job: str) -> None:
         """A tick of ``job`` starts: the label sets of its gauges are marked unseen."""

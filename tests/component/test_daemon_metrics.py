@@ -134,3 +134,22 @@ def test_a_failed_tick_sweeps_nothing_and_the_next_good_one_does() -> None:
     assert get("gpucap_model_desired_replicas", {"customer": "c", "model": "b"}) is None
     assert get("gpucap_model_desired_replicas", {"customer": "c", "model": "a"}) == 4
     assert get("gpucap_job_last_success_timestamp_seconds", {"job": "decide"}) == 120.0
+
+
+def test_a_standby_reports_neither_last_successes_nor_the_fleet() -> None:
+    """A deposed leader's gauges would otherwise stay at what it last saw (a stuck job,
+    replicas below desired) beside the acting daemon's."""
+    m = Metrics()
+    for job, gauge in (("decide", m.desired_replicas), ("reconcile", m.usd_per_hour)):
+        m.begin_tick(job)
+        gauge.labels("c", "a").set(2)
+        m.end_tick(job, 100.0, ok=True)
+    m.gc_orphans.labels("c", "aws", "c-aws").set(1)
+    m.standing_by("decide")
+    get = m.registry.get_sample_value
+    assert get("gpucap_job_last_success_timestamp_seconds", {"job": "decide"}) is None
+    assert get("gpucap_model_desired_replicas", {"customer": "c", "model": "a"}) is None
+    assert get("gpucap_usd_per_hour", {"customer": "c", "tier": "a"}) == 2  # (reconcile's)
+    m.standing_by("reconcile")
+    assert get("gpucap_usd_per_hour", {"customer": "c", "tier": "a"}) is None
+    assert get("gpucap_gc_orphans", {"customer": "c", "cloud": "aws", "account": "c-aws"}) is None
