@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schema.catalog import GpuShape, parse_gpu_shape
 from schema.policy import (
+    MAX_REPLICAS,
+    MAX_SHAPES,
     Health,
     Problem,
     ScalingBehavior,
@@ -131,11 +133,13 @@ class _ModelFields(_Strict):
     # The one shape the engine replays (the first of ``shapes``) and its slots.
     shape: str
     slots: Annotated[int, Field(ge=1)]  # requests one replica serves at once
-    shapes: list[ShapeOption] = []  # the policy's form; empty: the one above
+    # the policy's form; empty: the one above
+    shapes: Annotated[list[ShapeOption], Field(max_length=MAX_SHAPES)] = []
     service: ServiceTime
     slo_s: Annotated[float, Field(gt=0)]  # max wait before service starts
-    min_replicas: Annotated[int, Field(ge=0)] = 0
-    max_replicas: Annotated[int, Field(ge=1)] = 1000
+    # (bounded as a policy's are, schema.policy.MAX_REPLICAS)
+    min_replicas: Annotated[int, Field(ge=0, le=MAX_REPLICAS)] = 0
+    max_replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = 1000
     # autoscalers.md §1.2: Knative's container-concurrency-target-percentage is 70.
     target_utilization: Annotated[float, Field(gt=0, le=1)] = 0.7
     scale_to_zero_grace_s: Seconds = 600.0
