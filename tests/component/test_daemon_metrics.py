@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import func, select
 
 from controlplane.daemon import Daemon
+from controlplane.store.models import Node
 from controlplane.telemetry import Metrics
 from tests.component.test_control_loop import POLICY
 from tests.component.test_daemon_leadership import make_daemon
@@ -92,6 +94,20 @@ def test_metrics_the_daemon_exports_and_series_of_deleted_models_leave(daemon: D
     }
     gcp_pools = named(s, "gpucap_pool_blocked", cloud="gcp")
     assert gcp_pools and set(gcp_pools.values()) == {0.0}
+    # The nodes that became ready: their cold starts observed once each, with their price.
+    wait_for(lambda: bool(named(scrape(daemon), "gpucap_node_time_to_ready_seconds_count")))
+    s = scrape(daemon)
+    assert daemon.store is not None
+
+    def observed_once_each() -> bool:
+        assert daemon.store is not None
+        with daemon.store.session() as db:
+            readied = db.scalar(select(func.count(Node.id)).where(Node.ready_at.is_not(None)))
+        counts = named(scrape(daemon), "gpucap_node_time_to_ready_seconds_count")
+        return sum(counts.values()) == readied
+
+    wait_for(observed_once_each)  # (never more: a node is not observed twice)
+    assert sum(named(s, "gpucap_usd_per_hour", customer="demo").values()) > 0
 
     # The model leaves the policy (deleted) and so does the GCP account (its pools).
     policy = without_model(POLICY, "coder-32b")
