@@ -231,6 +231,14 @@ class ControlPlaneService:
     audit = _Part("_audit", Audit.run)
     # One page of a list (AIP-158 keyset pages: what the List RPCs serve).
     models_page = _Part("_reads", Reads.models_page)
+    nodes_page = _Part("_reads", Reads.nodes_page)
+    pools_page = _Part("_reads", Reads.pools_page)
+    endpoints_page = _Part("_endpoints", Endpoints.page)
+    staging_page = _Part("_staging", Staging.page)
+    images_page = _Part("_images", Images.page)
+    warm_pools_page = _Part("_warm", WarmPools.page)
+    decisions_page = _Part("_decisions", Decisions.page)
+    events_page = _Part("_status", Status.events_page)
 
     status = _Part("_status", Status.status)
     last_event_id = _Part("_status", Status.last_event_id)

@@ -14,7 +14,7 @@ from controlplane.api.errors import (
     NotFoundError,
     check_id,
 )
-from controlplane.api.paging import matching, page, page_limit
+from controlplane.api.paging import Page, log_page, matching, page, page_limit, page_request
 from controlplane.api.views import ReplayView
 from controlplane.decider_code import decider_code
 from controlplane.replay import ReplayError, replay
@@ -67,6 +67,43 @@ class Decisions:
             q = q.where(DecisionRecord.at >= since)
         with self._store.session() as s:
             return page(s, q, DecisionRecord.id, since_id, limit, forward=since is not None)
+
+    def page(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        kind: str | None = None,
+        *,
+        since_id: int = 0,
+        since: datetime | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[DecisionRecord]:
+        """A page of recorded decisions, oldest first, after ``since_id`` and ``since``
+        (keyset on the id: AIP-158 paging through the whole log)."""
+        if kind and kind not in DECISION_KINDS:
+            raise InvalidArgumentError(
+                "kind", f"unknown decision kind {kind!r} (one of: {', '.join(DECISION_KINDS)})"
+            )
+        filters = {
+            "list": "decisions",
+            "customer": customer or "",
+            "model": model or "",
+            "kind": kind or "",
+            "since_id": since_id,
+            "since": since.isoformat() if since else "",
+        }
+        req = page_request(page_size, page_token, filters, most=MAX_DECISIONS_PER_PAGE)
+        q = matching(
+            select(DecisionRecord),
+            (DecisionRecord.customer, customer),
+            (DecisionRecord.model, model),
+            (DecisionRecord.kind, kind),
+        )
+        if since is not None:
+            q = q.where(DecisionRecord.at >= since)
+        with self._store.session() as s:
+            return log_page(s, q, DecisionRecord.id, since_id, req)
 
     def replay(self, decision_id: int) -> ReplayView:
         """Re-run the autoscaler on a recorded autoscale decision's inputs and prior state.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from controlplane.api.errors import InvalidArgumentError
-from controlplane.api.paging import matching
+from controlplane.api.paging import Page, keyset, matching, page_request, take
 from controlplane.store.db import Store
 from controlplane.store.locks import exclusive
 from controlplane.store.models import Model as ModelRow
@@ -80,6 +81,11 @@ def _ready(
     s: Session, customer: str | None, model: str | None, states: tuple[str, ...] = SERVING
 ) -> list[Endpoint]:
     """One statement, so one snapshot of the database: a revision never names a mix."""
+    q = _ready_query(customer, model, states).order_by(ModelRow.customer, ModelRow.name, Replica.id)
+    return _endpoints(s.execute(q).all())
+
+
+def _ready_query(customer: str | None, model: str | None, states: tuple[str, ...]) -> Any:
     q = (
         select(
             Replica.id,
@@ -94,13 +100,14 @@ def _ready(
         .join(Node, Node.id == _LEADER)
         # (a warm-pool replica is parked, even while ready: it serves once resumed)
         .where(Replica.state.in_(states), Replica.warm.is_(False), ModelRow.deleted_at.is_(None))
-        .order_by(ModelRow.customer, ModelRow.name, Replica.id)
     )
+    return matching(q, (ModelRow.customer, customer), (ModelRow.name, model))
+
+
+def _endpoints(rows: Sequence[Any]) -> list[Endpoint]:
     out = []
     specs: dict[tuple[str, str], ModelSpec] = {}
-    for rid, pool_id, cust, name, raw, node_id, address in s.execute(
-        matching(q, (ModelRow.customer, customer), (ModelRow.name, model))
-    ):
+    for rid, pool_id, cust, name, raw, node_id, address in rows:
         if not address:
             continue  # (the cloud has not told its address yet)
         if (cust, name) not in specs:
@@ -175,6 +182,33 @@ class Endpoints:
         """Ready replicas with a known address, by customer, model and replica."""
         with self._store.session() as s:
             return _ready(s, customer, model)
+
+    def page(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[Endpoint]:
+        """One page of :meth:`ready`, keyset on (customer, model, replica): the page's
+        replicas whose address the cloud has not told yet are left out, so a page may be
+        short."""
+        req = page_request(
+            page_size,
+            page_token,
+            {"list": "endpoints", "customer": customer or "", "model": model or ""},
+        )
+        q = keyset(
+            _ready_query(customer, model, SERVING),
+            req,
+            ModelRow.customer,
+            ModelRow.name,
+            Replica.id,
+        )
+        with self._store.session() as s:
+            page = take(s.execute(q).all(), req, lambda r: (r[2], r[3], r[0]))
+        return Page(_endpoints(page.items), page.next_page_token)
 
     def scrape_targets(self) -> list[Endpoint]:
         """Every engine to scrape: the ready replicas' and the draining ones' (``SCRAPED``)."""

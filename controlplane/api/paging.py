@@ -143,6 +143,22 @@ def take(rows: Sequence[T], req: PageRequest, key: Callable[[T], Sequence[Any]])
     return Page(items, req.token(key(items[-1])))
 
 
+def log_page(
+    s: Session,
+    q: Select[R],
+    id_col: InstrumentedAttribute[int],
+    since_id: int,
+    req: PageRequest,
+) -> Page[R]:
+    """A page of an append-only log (events, decisions) oldest first: rows with id above
+    ``since_id`` and the token's, keyset on the id."""
+    check_id("since_id", since_id)
+    if since_id:
+        q = q.where(id_col > since_id)
+    rows = list(s.scalars(keyset(q, req, id_col)))
+    return take(rows, req, lambda r: (getattr(r, id_col.key),))
+
+
 def _digest(filters: Mapping[str, Any]) -> str:
     raw = json.dumps(filters, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()[:16]

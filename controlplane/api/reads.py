@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
-from controlplane.api.paging import Page, matching, page_request, take
+from controlplane.api.paging import Page, keyset, matching, page_request, take
 from controlplane.api.rows import find_model, model_view, pool_views, replica_counts
 from controlplane.api.views import BootPhaseView, ModelRecord, ModelView, NodeView, PoolView
 from controlplane.store.db import Store
@@ -188,33 +189,38 @@ class Reads:
         *,
         include_terminal: bool = False,
     ) -> list[NodeView]:
-        wanted = list(states)
-        known = {s.value for s in NodeState}
-        for i, st in enumerate(wanted):
-            if st not in known:
-                raise InvalidArgumentError(
-                    f"states[{i}]", f"unknown node state {st!r} (one of: {', '.join(known)})"
-                )
+        q = _nodes_query(customer, model, states, pool_id, include_terminal)
         with self._store.session() as s:
-            q = (
-                select(Node, ModelRow.name, Replica.retiring_at)
-                .join(Replica, Node.replica_id == Replica.id, isouter=True)
-                .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
-                .order_by(Node.customer, Node.pending_at, Node.id)
-            )
-            q = matching(
-                q, (Node.customer, customer), (ModelRow.name, model), (Node.pool_id, pool_id)
-            )
-            if wanted:
-                q = q.where(Node.state.in_(wanted))
-            elif not include_terminal:
-                q = q.where(Node.state.not_in([st.value for st in TERMINAL_NODE_STATES]))
-            rows = s.execute(q).all()
-            phases = _phases(s, [node.id for node, _, _ in rows])
-            return [
-                NodeView(node, name or "", phases.get(node.id, ()), retiring)
-                for node, name, retiring in rows
-            ]
+            q = q.order_by(Node.customer, Node.pending_at, Node.id)
+            return _node_views(s, s.execute(q).all())
+
+    def nodes_page(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        states: Iterable[str] = (),
+        pool_id: str | None = None,
+        *,
+        include_terminal: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[NodeView]:
+        """One page of :meth:`list_nodes`, keyset on (customer, pending_at, id)."""
+        wanted = list(states)
+        filters = {
+            "list": "nodes",
+            "customer": customer or "",
+            "model": model or "",
+            "states": wanted,
+            "pool_id": pool_id or "",
+            "include_terminal": include_terminal,
+        }
+        req = page_request(page_size, page_token, filters)
+        q = _nodes_query(customer, model, wanted, pool_id, include_terminal)
+        with self._store.session() as s:
+            rows = s.execute(keyset(q, req, Node.customer, Node.pending_at, Node.id)).all()
+            page = take(rows, req, lambda r: (r[0].customer, r[0].pending_at, r[0].id))
+            return Page(_node_views(s, page.items), page.next_page_token)
 
     def list_pools(
         self,
@@ -224,11 +230,79 @@ class Reads:
         include_inactive: bool = False,
     ) -> list[PoolView]:
         with self._store.session() as s:
-            q = select(Pool).order_by(Pool.customer, Pool.tier, Pool.price_usd_per_hour, Pool.id)
-            q = matching(q, (Pool.customer, customer), (Pool.cloud, cloud))
-            if not include_inactive:
-                q = q.where(Pool.active.is_(True))
+            q = _pools_query(customer, cloud, include_inactive).order_by(*_POOL_ORDER)
             return pool_views(s, list(s.scalars(q)))
+
+    def pools_page(
+        self,
+        customer: str | None = None,
+        cloud: str | None = None,
+        *,
+        include_inactive: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[PoolView]:
+        """One page of :meth:`list_pools`, keyset on (customer, tier, price, id)."""
+        filters = {
+            "list": "pools",
+            "customer": customer or "",
+            "cloud": cloud or "",
+            "include_inactive": include_inactive,
+        }
+        req = page_request(page_size, page_token, filters)
+        with self._store.session() as s:
+            q = keyset(_pools_query(customer, cloud, include_inactive), req, *_POOL_ORDER)
+            page = take(
+                list(s.scalars(q)),
+                req,
+                lambda p: (p.customer, p.tier, p.price_usd_per_hour, p.id),
+            )
+            return Page(pool_views(s, page.items), page.next_page_token)
+
+
+_POOL_ORDER = (Pool.customer, Pool.tier, Pool.price_usd_per_hour, Pool.id)
+
+
+def _pools_query(customer: str | None, cloud: str | None, include_inactive: bool) -> Select[Pool]:
+    q = matching(select(Pool), (Pool.customer, customer), (Pool.cloud, cloud))
+    if not include_inactive:
+        q = q.where(Pool.active.is_(True))
+    return q
+
+
+def _nodes_query(
+    customer: str | None,
+    model: str | None,
+    states: Iterable[str],
+    pool_id: str | None,
+    include_terminal: bool,
+) -> Select[Node, str, datetime | None]:
+    wanted = list(states)
+    known = {s.value for s in NodeState}
+    for i, st in enumerate(wanted):
+        if st not in known:
+            raise InvalidArgumentError(
+                f"states[{i}]", f"unknown node state {st!r} (one of: {', '.join(known)})"
+            )
+    q = (
+        select(Node, ModelRow.name, Replica.retiring_at)
+        .join(Replica, Node.replica_id == Replica.id, isouter=True)
+        .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
+    )
+    q = matching(q, (Node.customer, customer), (ModelRow.name, model), (Node.pool_id, pool_id))
+    if wanted:
+        q = q.where(Node.state.in_(wanted))
+    elif not include_terminal:
+        q = q.where(Node.state.not_in([st.value for st in TERMINAL_NODE_STATES]))
+    return q
+
+
+def _node_views(s: Session, rows: Sequence[Any]) -> list[NodeView]:
+    phases = _phases(s, [node.id for node, _, _ in rows])
+    return [
+        NodeView(node, name or "", phases.get(node.id, ()), retiring)
+        for node, name, retiring in rows
+    ]
 
 
 # Bound on the ids of one IN list (SQLite allows 32,766 parameters; PostgreSQL 65,535).

@@ -5,12 +5,15 @@ that costs a month. Read-only."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
 
 from coldstart.staging import GB, storage_usd_per_month
 from controlplane.active_policies import ActivePolicies
+from controlplane.api.paging import keyset, page_request, take
 from controlplane.store.db import Store
 from controlplane.store.models import WeightCopy
 
@@ -53,6 +56,15 @@ class StagingView:
     sites: tuple[SiteView, ...]
 
 
+def _copies(customer: str | None, model: str | None) -> Select[WeightCopy]:
+    q = select(WeightCopy).where(WeightCopy.state != "evicted")
+    if customer:
+        q = q.where(WeightCopy.customer == customer)
+    if model:
+        q = q.where(WeightCopy.model == model)
+    return q
+
+
 class Staging:
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -60,23 +72,47 @@ class Staging:
 
     def list(self, customer: str | None = None, model: str | None = None) -> StagingView:
         with self._store.session() as s:
-            q = select(WeightCopy).where(WeightCopy.state != "evicted")
-            if customer:
-                q = q.where(WeightCopy.customer == customer)
-            if model:
-                q = q.where(WeightCopy.model == model)
+            q = _copies(customer, model)
             rows = list(s.scalars(q.order_by(WeightCopy.customer, WeightCopy.model, WeightCopy.id)))
-            held = list(
-                s.execute(
-                    select(
-                        WeightCopy.customer,
-                        WeightCopy.account,
-                        WeightCopy.region,
-                        WeightCopy.bytes_total,
-                    ).where(WeightCopy.state.in_(HOLDING))
-                )
+            return self._view(s, customer, model, rows)
+
+    def page(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> tuple[StagingView, str]:
+        """A page of :meth:`list`'s copies, keyset on (customer, model, id), and the next
+        page's token; the sites (a few per policy, not per copy) come with the first page."""
+        req = page_request(
+            page_size, page_token, {"list": "staging", "customer": customer or "", "model": model}
+        )
+        with self._store.session() as s:
+            q = keyset(
+                _copies(customer, model), req, WeightCopy.customer, WeightCopy.model, WeightCopy.id
             )
-            policies = self._policies.read(s, customer)
+            page = take(list(s.scalars(q)), req, lambda r: (r.customer, r.model, r.id))
+            view = self._view(s, customer, model, page.items)
+        if req.after is not None:
+            view = StagingView(view.copies, ())
+        return view, page.next_page_token
+
+    def _view(
+        self, s: Session, customer: str | None, model: str | None, rows: Sequence[WeightCopy]
+    ) -> StagingView:
+        held = list(
+            s.execute(
+                select(
+                    WeightCopy.customer,
+                    WeightCopy.account,
+                    WeightCopy.region,
+                    WeightCopy.bytes_total,
+                ).where(WeightCopy.state.in_(HOLDING))
+            )
+        )
+        policies = self._policies.read(s, customer)
         sites = []
         for cust, policy in sorted(policies.items()):
             for acct in policy.accounts:

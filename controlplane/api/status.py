@@ -10,7 +10,7 @@ from importlib import metadata
 from sqlalchemy import func, select
 
 from controlplane.api.errors import STORED_ID_MAX
-from controlplane.api.paging import matching, page, page_limit
+from controlplane.api.paging import Page, log_page, matching, page, page_limit, page_request
 from controlplane.api.views import StatusView
 from controlplane.jobticks import JobTicks
 from controlplane.store.db import Store
@@ -78,6 +78,28 @@ class Status:
         q = matching(select(Event), (Event.customer, customer), (Event.model, model))
         with self._store.session() as s:
             return page(s, q, Event.id, since_id, limit)
+
+    def events_page(
+        self,
+        since_id: int = 0,
+        *,
+        customer: str | None = None,
+        model: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[Event]:
+        """A page of events with id > ``since_id``, oldest first (keyset on the id: AIP-158
+        paging through the whole log)."""
+        filters = {
+            "list": "events",
+            "since_id": since_id,
+            "customer": customer or "",
+            "model": model or "",
+        }
+        req = page_request(page_size, page_token, filters, most=MAX_EVENTS_PER_PAGE)
+        q = matching(select(Event), (Event.customer, customer), (Event.model, model))
+        with self._store.session() as s:
+            return log_page(s, q, Event.id, since_id, req)
 
 
 def _version() -> str:

@@ -15,6 +15,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from controlplane.api.errors import NotFoundError
+from controlplane.api.paging import Page, PageRequest, keyset, page_request, take
 from controlplane.lifecycle.warm import usd_per_hour
 from controlplane.store.db import Store
 from controlplane.store.models import Customer, Pool, Replica
@@ -89,25 +90,48 @@ class WarmPools:
         """Every live model's warm pools (of ``customer``, named ``model``); an unknown
         customer, or a model no live model of theirs is called, is NOT_FOUND."""
         with self._store.session() as s:
-            models = _models(s, customer, model)
-            replicas = _replicas(s, [m.id for m in models])
-            pool_ids = {r.pool_id for r in replicas}
-            pools = {p.id: p for p in s.scalars(select(Pool).where(Pool.id.in_(pool_ids)))}
-            out = []
-            for m in models:
-                wp = _policy(m)
-                mine = [r for r in replicas if r.model_id == m.id]
-                if wp is None and not mine:
-                    continue
-                if not mine:
-                    out.append(WarmPoolView(m.customer, m.name, wp, None, (), 0.0, 0.0))
-                for pool_id in sorted({r.pool_id for r in mine}):
-                    here = [r for r in mine if r.pool_id == pool_id]
-                    out.append(_pool_view(m, wp, pools[pool_id], here))
-        return WarmPoolsView(tuple(out))
+            return WarmPoolsView(tuple(_views(s, _models(s, customer, model))))
+
+    def page(
+        self,
+        customer: str | None = None,
+        model: str | None = None,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[WarmPoolView]:
+        """One page of :meth:`list`: the warm pools of a page of models, keyset on
+        (customer, name); a page's models may have no warm pool, so a page may be short."""
+        req = page_request(
+            page_size, page_token, {"list": "warm", "customer": customer or "", "model": model}
+        )
+        with self._store.session() as s:
+            models = _models(s, customer, model, req)
+            page = take(models, req, lambda m: (m.customer, m.name))
+            return Page(_views(s, page.items), page.next_page_token)
 
 
-def _models(s: Session, customer: str | None, model: str | None) -> list[ModelRow]:
+def _views(s: Session, models: Sequence[ModelRow]) -> list[WarmPoolView]:
+    replicas = _replicas(s, [m.id for m in models])
+    pool_ids = {r.pool_id for r in replicas}
+    pools = {p.id: p for p in s.scalars(select(Pool).where(Pool.id.in_(pool_ids)))}
+    out = []
+    for m in models:
+        wp = _policy(m)
+        mine = [r for r in replicas if r.model_id == m.id]
+        if wp is None and not mine:
+            continue
+        if not mine:
+            out.append(WarmPoolView(m.customer, m.name, wp, None, (), 0.0, 0.0))
+        for pool_id in sorted({r.pool_id for r in mine}):
+            here = [r for r in mine if r.pool_id == pool_id]
+            out.append(_pool_view(m, wp, pools[pool_id], here))
+    return out
+
+
+def _models(
+    s: Session, customer: str | None, model: str | None, req: PageRequest | None = None
+) -> list[ModelRow]:
     if customer and s.get(Customer, customer) is None:
         raise NotFoundError("customer", customer)
     q = select(ModelRow).where(ModelRow.deleted_at.is_(None))
@@ -115,8 +139,11 @@ def _models(s: Session, customer: str | None, model: str | None) -> list[ModelRo
         q = q.where(ModelRow.customer == customer)
     if model:
         q = q.where(ModelRow.name == model)
-    rows = list(s.scalars(q.order_by(ModelRow.customer, ModelRow.name)))
-    if model and not rows:
+    if req is not None:
+        rows = list(s.scalars(keyset(q, req, ModelRow.customer, ModelRow.name)))
+    else:
+        rows = list(s.scalars(q.order_by(ModelRow.customer, ModelRow.name)))
+    if model and not rows and (req is None or req.after is None):
         raise NotFoundError("model", f"{customer}/{model}" if customer else model)
     return rows
 

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from controlplane.cli.pages import all_pages
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -55,7 +56,7 @@ def kill_engine(
 ) -> None:
     """Kill NODE's engine (SIGKILL, as a crash); the node itself keeps running."""
     with daemon(addr, token, ca, timeout) as c:
-        nodes = c.stub.ListNodes(pb.ListNodesRequest(), timeout=c.timeout).nodes
+        nodes = all_pages(c.stub.ListNodes, pb.ListNodesRequest(), timeout=c.timeout).nodes
     found = next((n for n in nodes if n.id == node), None)
     if found is None:
         fail(f"no live node {node} (see gpucap nodes)")

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.pages import all_pages
 from controlplane.cli.read import CustomerOption, _when
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -54,7 +55,7 @@ def images(
         request = pb.ListImagesRequest(
             customer=customer or "", cloud=cloud or "", region=region or ""
         )
-        resp: pb.ListImagesResponse = c.stub.ListImages(request, timeout=c.timeout)
+        resp: pb.ListImagesResponse = all_pages(c.stub.ListImages, request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return

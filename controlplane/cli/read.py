@@ -16,6 +16,7 @@ import typer
 from google.protobuf.timestamp_pb2 import Timestamp
 from rich.table import Table
 
+from controlplane.cli.pages import all_pages
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -126,7 +127,8 @@ def models(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListModelsResponse = c.stub.ListModels(
+        resp: pb.ListModelsResponse = all_pages(
+            c.stub.ListModels,
             pb.ListModelsRequest(customer=customer or "", include_deleted=include_deleted),
             timeout=c.timeout,
         )
@@ -210,7 +212,7 @@ def nodes(
         include_terminal=include_terminal,
     )
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListNodesResponse = c.stub.ListNodes(request, timeout=c.timeout)
+        resp: pb.ListNodesResponse = all_pages(c.stub.ListNodes, request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return
@@ -265,7 +267,7 @@ def pools(
         customer=customer or "", cloud=cloud or "", include_inactive=include_inactive
     )
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListPoolsResponse = c.stub.ListPools(request, timeout=c.timeout)
+        resp: pb.ListPoolsResponse = all_pages(c.stub.ListPools, request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return
@@ -420,7 +422,7 @@ def endpoints(
         return
     request = pb.ListEndpointsRequest(customer=customer or "", model=model or "")
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListEndpointsResponse = c.stub.ListEndpoints(request, timeout=c.timeout)
+        resp: pb.ListEndpointsResponse = all_pages(c.stub.ListEndpoints, request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return

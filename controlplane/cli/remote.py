@@ -18,6 +18,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from rich.console import Console
 
+from controlplane.cli.pages import all_pages
 from controlplane.grpc.client import ControlPlaneClient, error_details, format_problem
 from controlplane.grpc.server import DEFAULT_ADDR
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -146,7 +147,7 @@ def resolve_model(c: ControlPlaneClient, model: str) -> tuple[str, str]:
     if "/" in model:
         customer, name = model.split("/", 1)
         return customer, name
-    found = c.stub.ListModels(pb.ListModelsRequest(), timeout=c.timeout).models
+    found = all_pages(c.stub.ListModels, pb.ListModelsRequest(), timeout=c.timeout).models
     owners = sorted({m.customer for m in found if m.name == model})
     if len(owners) == 1:
         return owners[0], model

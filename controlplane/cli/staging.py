@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.pages import all_pages
 from controlplane.cli.read import CustomerOption
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -50,7 +51,7 @@ def staging(
         if model:
             customer, name = resolve_model(c, model)
         request = pb.ListStagingRequest(customer=customer or "", model=name)
-        resp: pb.ListStagingResponse = c.stub.ListStaging(request, timeout=c.timeout)
+        resp: pb.ListStagingResponse = all_pages(c.stub.ListStaging, request, timeout=c.timeout)
     if output == Output.JSON:
         print_json(resp)
         return

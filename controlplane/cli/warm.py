@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.pages import merge, pages
 from controlplane.cli.read import CustomerOption, _when
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -51,7 +52,10 @@ def warm(
     # use lists each one's, as a filter should.
     request = pb.ListWarmPoolsRequest(customer=customer or "", model=name)
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListWarmPoolsResponse = c.stub.ListWarmPools(request, timeout=c.timeout)
+        got = pages(c.stub.ListWarmPools, request, timeout=c.timeout)
+    resp: pb.ListWarmPoolsResponse = merge(got)  # the totals: over every page
+    resp.nodes = sum(p.nodes for p in got)
+    resp.usd_per_hour = sum(p.usd_per_hour for p in got)
     if output == Output.JSON:
         print_json(resp)
         return

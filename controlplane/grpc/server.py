@@ -40,6 +40,7 @@ from controlplane.api import (
     PhaseReport,
     UnauthenticatedError,
 )
+from controlplane.api.warm import WarmPoolsView
 from controlplane.grpc import convert
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
@@ -305,8 +306,16 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListEndpoints(
         self, request: pb.ListEndpointsRequest, context: grpc.ServicerContext
     ) -> pb.ListEndpointsResponse:
-        found = self.svc.list_endpoints(request.customer or None, request.model or None)
-        return pb.ListEndpointsResponse(endpoints=[convert.endpoint(e) for e in found])
+        page = self.svc.endpoints_page(
+            request.customer or None,
+            request.model or None,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return pb.ListEndpointsResponse(
+            endpoints=[convert.endpoint(e) for e in page.items],
+            next_page_token=page.next_page_token,
+        )
 
     def WatchEndpoints(
         self, request: pb.WatchEndpointsRequest, context: grpc.ServicerContext
@@ -364,6 +373,22 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         self, request: pb.ListDecisionsRequest, context: grpc.ServicerContext
     ) -> pb.ListDecisionsResponse:
         since = convert.datetime_arg("since", request.since) if request.HasField("since") else None
+        if request.page_size or request.page_token:  # AIP-158 paging through the log
+            page = self.svc.decisions_page(
+                request.customer or None,
+                request.model or None,
+                request.kind or None,
+                since_id=request.since_id,
+                since=since,
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
+            return pb.ListDecisionsResponse(
+                decisions=[
+                    convert.decision(r, include_inputs=request.include_inputs) for r in page.items
+                ],
+                next_page_token=page.next_page_token,
+            )
         rows = self.svc.list_decisions(
             request.customer or None,
             request.model or None,
@@ -386,25 +411,33 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.ServicerContext
     ) -> pb.ListNodesResponse:
-        views = self.svc.list_nodes(
+        page = self.svc.nodes_page(
             request.customer or None,
             request.model or None,
             list(request.states),
             request.pool_id or None,
             include_terminal=request.include_terminal,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
-        return pb.ListNodesResponse(nodes=[convert.node(v) for v in views])
+        return pb.ListNodesResponse(
+            nodes=[convert.node(v) for v in page.items], next_page_token=page.next_page_token
+        )
 
     @_unary
     def ListPools(
         self, request: pb.ListPoolsRequest, context: grpc.ServicerContext
     ) -> pb.ListPoolsResponse:
-        views = self.svc.list_pools(
+        page = self.svc.pools_page(
             request.customer or None,
             request.cloud or None,
             include_inactive=request.include_inactive,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
-        return pb.ListPoolsResponse(pools=[convert.pool(v) for v in views])
+        return pb.ListPoolsResponse(
+            pools=[convert.pool(v) for v in page.items], next_page_token=page.next_page_token
+        )
 
     @_unary
     def ExplainModel(
@@ -416,26 +449,45 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListStaging(
         self, request: pb.ListStagingRequest, context: grpc.ServicerContext
     ) -> pb.ListStagingResponse:
-        return convert.staging(
-            self.svc.list_staging(request.customer or None, request.model or None)
+        view, token = self.svc.staging_page(
+            request.customer or None,
+            request.model or None,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
+        out = convert.staging(view)
+        out.next_page_token = token
+        return out
 
     @_unary
     def ListImages(
         self, request: pb.ListImagesRequest, context: grpc.ServicerContext
     ) -> pb.ListImagesResponse:
-        images = self.svc.list_images(
-            request.customer or None, request.cloud or None, request.region or None
+        page = self.svc.images_page(
+            request.customer or None,
+            request.cloud or None,
+            request.region or None,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
-        return pb.ListImagesResponse(images=[convert.machine_image(v) for v in images])
+        return pb.ListImagesResponse(
+            images=[convert.machine_image(v) for v in page.items],
+            next_page_token=page.next_page_token,
+        )
 
     @_unary
     def ListWarmPools(
         self, request: pb.ListWarmPoolsRequest, context: grpc.ServicerContext
     ) -> pb.ListWarmPoolsResponse:
-        return convert.warm_pools(
-            self.svc.list_warm_pools(request.customer or None, request.model or None)
+        page = self.svc.warm_pools_page(
+            request.customer or None,
+            request.model or None,
+            page_size=request.page_size,
+            page_token=request.page_token,
         )
+        out = convert.warm_pools(WarmPoolsView(tuple(page.items)))  # (totals of this page)
+        out.next_page_token = page.next_page_token
+        return out
 
     @_unary
     def Audit(self, request: pb.AuditRequest, context: grpc.ServicerContext) -> pb.AuditResponse:
@@ -451,6 +503,18 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.ServicerContext
     ) -> pb.ListEventsResponse:
+        if request.page_size or request.page_token:  # AIP-158 paging through the log
+            page = self.svc.events_page(
+                request.since_id,
+                customer=request.customer or None,
+                model=request.model or None,
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
+            return pb.ListEventsResponse(
+                events=[convert.event(e) for e in page.items],
+                next_page_token=page.next_page_token,
+            )
         events = self.svc.events(
             request.since_id,
             request.limit,
