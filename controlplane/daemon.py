@@ -455,6 +455,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     from controlplane.resolvers import CloudResolver, SimHealth, SimResolver
     from controlplane.settings import database_url, ensure_state_dir
     from providers.sim import SimCloud
+    from providers.sim.cloud import open_shared
 
     i = config.intervals
     tuning = Tuning(
@@ -469,7 +470,10 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     ids: ExternalIdGenerator | None = None
     boot: BootConfig | None = None
     if config.provider_mode == "sim":
-        world = SimCloud()
+        # A state file: the simulated cloud is shared by every daemon and restart on it.
+        world = (
+            SimCloud() if config.sim_state is None else open_shared(config_dir / config.sim_state)
+        )
         providers, health = SimResolver(world), SimHealth(world)
     else:
         state = ensure_state_dir()

@@ -132,7 +132,12 @@ class TracingConfig(_Strict):
 
 
 class DaemonConfig(_Strict):
-    database_url: str | None = None  # default: SQLite in the state directory
+    # default: SQLite in the state directory (the demo: a fresh demo.db each run, kept when
+    # sim_state is set)
+    database_url: str | None = None
+    # The simulated cloud's state file (SQLite), shared by every daemon and restart on it
+    # (the demo, provider_mode sim). None: the simulated cloud lives in memory.
+    sim_state: str | None = None
     policies: list[str] = []  # policy files applied at start and on SIGHUP
     grpc: GrpcConfig = GrpcConfig()
     metrics_addr: str = "127.0.0.1:9464"  # Prometheus /metrics; "" disables it

@@ -40,6 +40,18 @@ def daemon(
     log_format: Annotated[
         str, typer.Option("--log-format", help="json (default) or console.")
     ] = "json",
+    sim_state: Annotated[
+        Path | None,
+        typer.Option(
+            "--sim-state",
+            help="The simulated cloud's state file, shared by daemons and restarts "
+            "(--demo, provider_mode sim); not wiped at start.",
+        ),
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option("--database-url", help="Override the store's database URL."),
+    ] = None,
 ) -> None:
     """Run the daemon: metrics -> autoscaler -> placement -> reconciler -> providers."""
     from controlplane.daemon import Daemon, cloud_wiring
@@ -66,6 +78,10 @@ def daemon(
         )
     if metrics_addr is not None:
         cfg = cfg.model_copy(update={"metrics_addr": metrics_addr})
+    if sim_state is not None:
+        cfg = cfg.model_copy(update={"sim_state": str(sim_state.resolve())})
+    if database_url is not None:
+        cfg = cfg.model_copy(update={"database_url": database_url})
     configure_logging(cfg.log_level, json=log_format == "json")
 
     if demo:
@@ -79,7 +95,13 @@ def daemon(
         except DatabaseInUse as exc:
             err.print(f"gpucap daemon: cannot start: {exc}", markup=False, highlight=False)
             raise typer.Exit(1) from exc
-        wiring = demo_wiring(demo_dir)
+        # A state file named in the config file is relative to that file's folder.
+        base = config.parent if config is not None else Path.cwd()
+        wiring = demo_wiring(
+            demo_dir,
+            sim_state=None if cfg.sim_state is None else (base / cfg.sim_state).resolve(),
+            database_url=cfg.database_url,
+        )
     else:
         base = config.parent if config is not None else Path.cwd()
         try:

@@ -3,7 +3,12 @@ booting from their rendered user data (a node token each, their phases reported 
 daemon's own HTTP port), probed over HTTP as real nodes are, their metrics read by a real
 Prometheus or the built-in scraper (``controlplane.demo.metrics``), and the load generator
 sending them requests. Each run starts a fresh world: the simulated cloud lives in memory,
-so an earlier run's database or series would describe instances that exist nowhere."""
+so an earlier run's database or series would describe instances that exist nowhere.
+
+With ``sim_state`` the simulated cloud lives in that file instead (``providers.sim.state``),
+and nothing is wiped: a restarted daemon, or a second one on the same database, finds the
+cloud as it was. Its local nodes' disks are beside it (``<file>.nodes/``), so a daemon that
+takes over a node (``providers.sim.shared``) boots it from the same folder."""
 
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ from controlplane.resolvers import SimResolver
 from controlplane.telemetry import Metrics
 from providers.credentials import load_or_create_key
 from providers.sim import SimCloud, SimTimings
+from providers.sim.cloud import open_shared
 from providers.sim.local import LocalNodes
+from providers.sim.shared import SharedLocalNodes
 from schema.types import Cloud
 
 NETWORK_ENV = "GPUCAP_DEMO_NETWORK"  # the local nodes' addresses (default: 127/8)
@@ -68,34 +75,42 @@ def local_wiring(
     network: str = "127.0.0.0/8",
     default_capacity: int = 64,
     capacity: Capacity | None = None,
+    sim_state: Path | None = None,
+    database_url: str | None = None,
 ) -> Wiring:
-    """``policy``: (source, YAML); ``shapes``: the load generator's (None: none runs)."""
+    """``policy``: (source, YAML); ``shapes``: the load generator's (None: none runs).
+    ``sim_state``: the simulated cloud's state file (None: in memory, a fresh world);
+    ``database_url``: the store (None: ``demo.db`` in ``state_dir``, emptied first unless
+    the cloud persists)."""
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     db = state_dir / "demo.db"
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(f"{db}{suffix}")
+    if sim_state is None and database_url is None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{db}{suffix}")
     shutil.rmtree(state_dir / "prometheus", ignore_errors=True)
-    nodes = LocalNodes(
-        state_dir / NODES_SUBDIR, network=network, emulator_args=EMULATOR_ARGS, ready_poll_s=0.2
-    )
+    nodes_root = state_dir / NODES_SUBDIR if sim_state is None else Path(f"{sim_state}.nodes")
+    nodes = LocalNodes(nodes_root, network=network, emulator_args=EMULATOR_ARGS, ready_poll_s=0.2)
     # An instance "runs" a second after its create; its node is ready once its bootstrap
     # has started the engine and the engine answers the daemon's probe.
-    world = SimCloud(
-        timings=SimTimings(boot_s=1.0, serve_s=0.0, terminate_s=1.0),
-        default_capacity=default_capacity,
-        local_nodes=nodes,
-    )
+    timings = SimTimings(boot_s=1.0, serve_s=0.0, terminate_s=1.0)
+    if sim_state is None:
+        world = SimCloud(timings=timings, default_capacity=default_capacity, local_nodes=nodes)
+    else:  # (on wall time: the file's timestamps outlive this process)
+        world = open_shared(
+            sim_state, timings=timings, default_capacity=default_capacity, local_nodes=nodes
+        )
     for (cloud, region, instance_type), n in (capacity or {}).items():
         world.set_capacity(cloud, region, instance_type, n)
     telemetry = Metrics()
     metrics = DemoMetrics(state_dir, telemetry)
     # Started in this order, stopped in the reverse: the load first, the nodes last.
-    companions: list[Companion] = [LocalNodesRunning(nodes), metrics]
+    running: Companion = LocalNodesRunning(nodes) if sim_state is None else SharedLocalNodes(world)
+    companions: list[Companion] = [running, metrics]
     if shapes is not None:
         companions.append(DemoLoad(shapes))
     return Wiring(
-        database_url=f"sqlite:///{db}",
+        database_url=database_url or f"sqlite:///{db}",
         providers=SimResolver(world),
         health=HttpProber(),
         metrics_source=metrics,
@@ -108,7 +123,9 @@ def local_wiring(
     )
 
 
-def demo_wiring(state_dir: Path) -> Wiring:
+def demo_wiring(
+    state_dir: Path, *, sim_state: Path | None = None, database_url: str | None = None
+) -> Wiring:
     """``gpucap daemon --demo``: the demo policy and traffic. Small pools, so bursts spill
     from the customer's AWS to its GCP and then to shared OCI, as real stockouts make them."""
     text = resources.files("controlplane.demo").joinpath("local-policy.yaml").read_text()
@@ -120,4 +137,6 @@ def demo_wiring(state_dir: Path) -> Wiring:
         network=os.environ.get(NETWORK_ENV, "127.0.0.0/8"),
         default_capacity=1,
         capacity={(Cloud.AWS, "us-east-1", "p5.4xlarge"): 6},
+        sim_state=sim_state,
+        database_url=database_url,
     )

@@ -540,7 +540,8 @@ class SimCloud:
                 before=inst.private_ip,
                 avoid=avoid,
             )
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # (OSError: a disk that lost its files, e.g.
+            # an image builder's, whose bootstrap cleans up before the image is taken)
             log.warning("local node %s does not boot: %s", inst.instance_id, exc)
         else:
             inst.booted = True
@@ -743,12 +744,16 @@ class SimCloud:
                         self._state.put(INSTANCES, iid, inst)
                     continue
                 group, address = inst.node_group, inst.private_ip
-                if group is not None and address and nodes.adopt(iid, address, group):
-                    inst.node_owner = me
-                    log.info("local node %s adopted (process group %d)", iid, group)
-                else:
-                    self._boot_local(nodes, inst, types[(inst.cloud, inst.instance_type)])
-                    log.info("local node %s booted again (its owner is gone)", iid)
+                try:
+                    if group is not None and address and nodes.adopt(iid, address, group):
+                        inst.node_owner = me
+                        log.info("local node %s adopted (process group %d)", iid, group)
+                    else:
+                        self._boot_local(nodes, inst, types[(inst.cloud, inst.instance_type)])
+                        log.info("local node %s booted again (its owner is gone)", iid)
+                except Exception:  # (one node must not keep the others from being taken)
+                    log.exception("local node %s not taken over", iid)
+                    continue
                 self._state.put(INSTANCES, iid, inst)
             to_stop += [i for i in nodes.ids() if self._state.get(INSTANCES, i) is None]
         for iid in to_stop:
