@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select, tuple_
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError, require
@@ -47,7 +48,7 @@ class RowCache:
         self._most = most
         self._rows: dict[int, tuple[int, tuple[Any, ...]]] = {}
 
-    def get(self, s: Session, keys: list[tuple[int, int]]) -> dict[int, tuple[Any, ...]]:
+    def get(self, s: Connection, keys: list[tuple[int, int]]) -> dict[int, tuple[Any, ...]]:
         out: dict[int, tuple[Any, ...]] = {}
         missing = []
         for mid, version in keys:
@@ -68,12 +69,11 @@ class RowCache:
 
 
 @functools.cache
-def _models_statements(
-    by_customer: bool, include_deleted: bool, after: bool
-) -> tuple[Select[Any], Select[Any]]:
-    """A models page's statements (built once per shape; the values are parameters): the
-    page's columns, keyset-ordered by (customer, name); and its models' live replicas
-    counted by state (the same page as a subquery: no IN list to expand per call)."""
+def _models_statement(by_customer: bool, include_deleted: bool, after: bool) -> Select[Any]:
+    """A models page's one statement (built once per shape; the values are parameters):
+    the page's columns, keyset-ordered by (customer, name), each row joined to its live
+    replicas' count per state (one row per state; one with state NULL for a model without
+    replicas). The page is a CTE read twice, not an IN list expanded per call."""
     q = select(*_MODEL_COLUMNS)
     if by_customer:
         q = q.where(ModelRow.customer == bindparam("customer"))
@@ -84,16 +84,20 @@ def _models_statements(
             tuple_(ModelRow.customer, ModelRow.name)
             > tuple_(bindparam("after_customer"), bindparam("after_name"))
         )
-    page = q.order_by(ModelRow.customer, ModelRow.name).limit(bindparam("limit"))
-    ids = select(page.subquery().c.id)
+    page = q.order_by(ModelRow.customer, ModelRow.name).limit(bindparam("limit")).cte("page")
     counts = (
-        select(Replica.model_id, Replica.state, func.count())
-        .where(Replica.model_id.in_(ids))
+        select(Replica.model_id, Replica.state, func.count().label("n"))
+        .where(Replica.model_id.in_(select(page.c.id)))
         # (inequalities, not NOT IN: an IN list is expanded again on every execution)
         .where(*(Replica.state != st.value for st in TERMINAL_NODE_STATES))
         .group_by(Replica.model_id, Replica.state)
+        .subquery("counts")
     )
-    return page, counts  # type: ignore[return-value]
+    return (
+        select(page, counts.c.state, counts.c.n)
+        .join(counts, counts.c.model_id == page.c.id, isouter=True)
+        .order_by(page.c.customer, page.c.name)
+    )
 
 
 def _record(r: tuple[Any, ...], versioned: tuple[Any, ...]) -> ModelRecord:
@@ -159,22 +163,25 @@ class Reads:
             page_token,
             {"list": "models", "customer": customer or "", "include_deleted": include_deleted},
         )
-        stmt, count_stmt = _models_statements(
-            bool(customer), include_deleted, req.after is not None
-        )
+        stmt = _models_statement(bool(customer), include_deleted, req.after is not None)
         params: dict[str, Any] = {"customer": customer, "limit": req.size + 1}
         if req.after is not None:
             if not (len(req.after) == 2 and all(isinstance(v, str) for v in req.after)):
                 raise InvalidArgumentError("page_token", "not a page token of this list")
             params["after_customer"], params["after_name"] = req.after
+        rows: list[tuple[Any, ...]] = []
         counts: dict[int, dict[str, int]] = {}
-        with self._store.session() as s:
-            conn = s.connection()  # (Core, not the ORM: plain tuples, no instances)
-            rows = [tuple(r) for r in conn.execute(stmt, params).all()]
-            for mid, state, n in conn.execute(count_stmt, params).all():
-                counts.setdefault(mid, {})[state] = n
+        # A connection, not an ORM session: plain tuples, and no flush or fence to check.
+        with self._store.engine.connect() as conn:
+            last: int | None = None
+            for r in conn.execute(stmt, params).all():
+                if r[0] != last:
+                    last = r[0]
+                    rows.append(tuple(r[:-2]))
+                if r[-2] is not None:
+                    counts.setdefault(r[0], {})[r[-2]] = r[-1]
             page = take(rows, req, lambda r: (r[2], r[3]))
-            versioned = self._rows.get(s, [(r[0], r[1]) for r in page.items])
+            versioned = self._rows.get(conn, [(r[0], r[1]) for r in page.items])
         return Page(
             [ModelView(_record(r, versioned[r[0]]), counts.get(r[0], {})) for r in page.items],
             page.next_page_token,

@@ -6,7 +6,7 @@ the same defaults to an API request as to a policy file."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -280,16 +280,22 @@ def model(view: ModelView) -> pb.Model:
 
 
 class ModelMessages:
-    """Each model's message, built again only when its row or its replica counts changed
-    (a row's version moves with every ORM write; the fields a bulk UPDATE may set without
-    it are part of the key too). A ListModels page then costs a look-up per row, not a
-    conversion of its spec. Bounded: the oldest half is dropped when full."""
+    """Each model's message, kept serialized as a ``ListModelsResponse.models`` entry and
+    built again only when its row or its replica counts changed (a row's version moves
+    with every ORM write; the fields a bulk UPDATE may set without it are part of the key
+    too). A ListModels page is then one parse of the page's entries joined, not a
+    conversion of each spec. Bounded: the oldest half is dropped when full."""
 
     def __init__(self, most: int = 50_000) -> None:
         self._most = most
-        self._cache: dict[int, tuple[tuple[Any, ...], pb.Model]] = {}
+        self._cache: dict[int, tuple[tuple[Any, ...], bytes]] = {}
 
-    def message(self, view: ModelView) -> pb.Model:
+    def response(self, views: Sequence[ModelView], next_page_token: str) -> pb.ListModelsResponse:
+        out = pb.ListModelsResponse.FromString(b"".join(self.entry(v) for v in views))
+        out.next_page_token = next_page_token
+        return out
+
+    def entry(self, view: ModelView) -> bytes:
         row = view.row
         key = (
             row.version,
@@ -307,9 +313,9 @@ class ModelMessages:
         if len(self._cache) >= self._most:
             for mid in list(self._cache)[: self._most // 2]:
                 self._cache.pop(mid, None)
-        msg = model(view)
-        self._cache[row.id] = (key, msg)
-        return msg
+        entry = pb.ListModelsResponse(models=[model(view)]).SerializeToString()
+        self._cache[row.id] = (key, entry)
+        return entry
 
 
 # --------------------------------------------------------------------------- fleet, status

@@ -259,10 +259,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
             page_size=request.page_size,
             page_token=request.page_token,
         )
-        return pb.ListModelsResponse(
-            models=[self._models.message(v) for v in page.items],
-            next_page_token=page.next_page_token,
-        )
+        return self._models.response(page.items, page.next_page_token)
 
     @_unary
     def PinModel(self, request: pb.PinModelRequest, context: grpc.ServicerContext) -> pb.Model:

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from sqlalchemy import insert, select
 from typer.testing import CliRunner
 
-from controlplane.api import ControlPlaneService
+from controlplane.api import ControlPlaneService, InvalidArgumentError
 from controlplane.cli.main import app
 from controlplane.grpc.client import ControlPlaneClient
 from controlplane.grpc.server import GrpcServer, serve
@@ -320,3 +320,31 @@ def test_cli_lists_every_row_across_pages(
         with fleet.store.session() as s:
             expected = len(list(s.scalars(select(Pool.id))))
     assert len(got) == expected
+
+
+def test_a_negative_page_size_is_invalid_argument_naming_it(fleet: Fleet) -> None:
+    """(page_size is unsigned on the wire, so only an in-process caller can send one.)"""
+    svc = ControlPlaneService(fleet.store)
+    pages: list[Callable[..., object]] = [
+        svc.models_page,
+        svc.nodes_page,
+        svc.pools_page,
+        svc.endpoints_page,
+        svc.staging_page,
+        svc.images_page,
+        svc.warm_pools_page,
+        svc.decisions_page,
+        svc.events_page,
+    ]
+    for page in pages:
+        with pytest.raises(InvalidArgumentError) as err:
+            page(page_size=-1)
+        assert err.value.field == "page_size"
+
+
+def test_a_page_token_cannot_move_between_lists(client: ControlPlaneClient) -> None:
+    token = client.stub.ListNodes(pb.ListNodesRequest(page_size=2), timeout=10).next_page_token
+    with pytest.raises(grpc.RpcError) as err:
+        client.stub.ListModels(pb.ListModelsRequest(page_size=2, page_token=token), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "page_token" in (err.value.details() or "")
