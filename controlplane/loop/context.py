@@ -3,11 +3,15 @@ source, the clock (read only here, at the edge), and tuning."""
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+import structlog
+from pydantic import ValidationError
 
 from autoscaler.types import Autoscaler
 from coldstart import ColdStartModel
@@ -21,6 +25,8 @@ from controlplane.store.models import Account as AccountRow
 from controlplane.telemetry import Metrics
 from providers.base import Provider
 from schema.policy import Model as ModelSpec
+
+log = structlog.get_logger("gpucap.loop")
 
 
 class ProviderResolver(Protocol):
@@ -107,10 +113,66 @@ class SpecCache:
         if cached is not None and cached[1] == raw:
             self._specs[model_id] = (version, cached[1], cached[2])
             return cached[2]
-        spec = ModelSpec.model_validate(raw)
+        try:
+            spec = ModelSpec.model_validate(raw)
+        except ValidationError as err:
+            spec = _within_bounds(model_id, raw, err)
         self.parsed += 1
         self._specs[model_id] = (version, dict(raw), spec)
         return spec
+
+
+def _within_bounds(model_id: int, raw: dict[str, Any], err: ValidationError) -> ModelSpec:
+    """A stored spec that today's bounds refuse (written before they existed, e.g. a
+    replica bound of 2^32-1) is read with each out-of-bounds number clamped and each
+    over-long list or string cut to its bound, so one model's row never fails every
+    job's tick; anything else it still fails raises as before. Logged, not stored: the
+    owner's next write (UpdateModel, a policy apply) must pass the bounds itself."""
+    fixed: Any = copy.deepcopy(raw)
+    for _ in range(8):  # (a fix can uncover another error under it)
+        changed = False
+        for e in err.errors():
+            limit = (e.get("ctx") or {}).get(_BOUND_OF.get(e["type"], ""))
+            parent, key = _at(fixed, e["loc"])
+            if limit is None or parent is None:
+                continue
+            value = parent[key]
+            parent[key] = value[: int(limit)] if _BOUND_OF[e["type"]] == "max_length" else limit
+            changed = True
+        if not changed:
+            raise err
+        try:
+            spec = ModelSpec.model_validate(fixed)
+        except ValidationError as again:
+            err = again
+            continue
+        log.warning("model.spec_clamped", model_id=model_id, problems=len(err.errors()))
+        return spec
+    raise err
+
+
+# pydantic's error type -> the ctx key holding the bound to put the value back within.
+_BOUND_OF = {
+    "less_than_equal": "le",
+    "greater_than_equal": "ge",
+    "too_long": "max_length",
+    "string_too_long": "max_length",
+}
+
+
+def _at(doc: Any, loc: tuple[int | str, ...]) -> tuple[Any, int | str]:
+    """The container and key of ``loc`` in ``doc`` (None: not there as written)."""
+    for part in loc[:-1]:
+        try:
+            doc = doc[part]
+        except (KeyError, IndexError, TypeError):
+            return None, ""
+    last = loc[-1] if loc else ""
+    try:
+        doc[last]
+    except (KeyError, IndexError, TypeError):
+        return None, ""
+    return doc, last
 
 
 @dataclass(frozen=True)

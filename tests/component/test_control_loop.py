@@ -601,3 +601,34 @@ def test_ready_replicas_are_listed_for_routers_and_prometheus(loop, world, store
         grpc_srv.stop(grace=0)
     assert nodes[0].private_ip not in {e.address for e in left}
     assert len(left) == len(got) - 1
+
+
+def test_a_stored_spec_past_todays_bounds_is_read_within_them(loop, world, store):
+    # A row written before the replica cap existed (min = max = 2^32-1, as DeployModel once
+    # accepted): every job still ticks, the model is planned within the cap (the place
+    # job's per-tick bound holds the rest), and the other models go on as before.
+    from sqlalchemy import update
+
+    from controlplane.store.models import Model
+    from schema.policy import MAX_REPLICAS
+
+    ctl, load = loop
+    sim, clock = world
+    run(ctl, clock, 10)
+    with store.session() as s:
+        row = s.scalars(select(Model).where(Model.name == "chat-8b")).one()
+        spec = dict(row.spec, min_replicas=2**32 - 1, max_replicas=2**32 - 1)
+        s.execute(update(Model).where(Model.id == row.id).values(spec=spec))
+    load.load[("demo", "llama-70b")] = 60.0
+    run(ctl, clock, 20)  # raises if a job's tick fails
+    with store.session() as s:
+        chat = s.scalars(select(Model).where(Model.name == "chat-8b")).one()
+        other = s.scalars(select(Model).where(Model.name == "llama-70b")).one()
+        chat_live = s.scalars(
+            select(Replica).where(
+                Replica.model_id == chat.id, Replica.state.notin_(["terminated", "failed"])
+            )
+        ).all()
+    assert chat.desired_replicas == MAX_REPLICAS
+    assert 0 < len(chat_live) < MAX_REPLICAS  # bounded per tick, not all at once
+    assert other.desired_replicas > 1  # another model's scale-up was not starved
