@@ -136,6 +136,8 @@ def to_dict(message: Message) -> dict[str, Any]:
 
 def print_json(message: Message | dict[str, Any] | list[Any]) -> None:
     data = to_dict(message) if isinstance(message, Message) else message
+    if isinstance(data, dict) and data.get("next_page_token") == "":
+        del data["next_page_token"]  # (a list's pages merged: there is no next one)
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
