@@ -212,6 +212,11 @@ class SimCloud:
         """One verb's worth of reads and writes, atomic (re-entrant)."""
         return self._state.transaction()
 
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """``with cloud.lock:`` as before the state seam: one transaction."""
+        return self._state.transaction()
+
     def _count(self, name: str) -> int:
         n = (self._state.get(COUNTERS, name) or 0) + 1
         self._state.put(COUNTERS, name, n)
