@@ -20,6 +20,7 @@ from controlplane.store.models import (
     Customer,
     DecisionRecord,
     Event,
+    Lease,
     MachineImage,
     Model,
     Node,
@@ -236,6 +237,16 @@ def _graph(since_0003: bool = True) -> list[Base]:
             baked_at=_at(21),
             ready_at=_at(23),
             deleted_at=_at(25),
+        )
+    )
+    rows.append(  # (since 0012)
+        Lease(
+            shard=0,
+            holder="daemon-a/4242",
+            token=2**40 + 7,  # (only grows: past int32 on both backends)
+            expires_at=1772366415.25,
+            acquired_at=1772366400.5,
+            renewed_at=1772366410.0,
         )
     )
     rows.insert(
