@@ -40,7 +40,7 @@ from controlplane.audit import (
 from controlplane.loop.context import ProviderResolver
 from controlplane.store.db import Store
 from controlplane.store.models import Account, Customer, MachineImage, Node
-from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_MANAGED
+from providers.base import ownership_filter
 from providers.errors import ProviderError
 from schema.types import TERMINAL_NODE_STATES, Owner
 
@@ -102,9 +102,7 @@ class Audit:
 
         def one(plan: tuple[Site, Account]) -> Listing:
             site, acct = plan
-            tags = {TAG_MANAGED: MANAGED_VALUE}
-            if site.customer:
-                tags[TAG_CUSTOMER] = site.customer
+            tags = ownership_filter(site.customer)
             try:
                 provider = resolver.provider(acct.customer, acct)
                 return Listing(site, tuple(provider.list_nodes(site.region, tags)))

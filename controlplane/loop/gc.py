@@ -29,7 +29,7 @@ from controlplane.store.models import (
     Replica,
     UnavailableOffering,
 )
-from providers.base import MANAGED_VALUE, TAG_CUSTOMER, TAG_INTENT, TAG_MANAGED, CloudNode, Image
+from providers.base import TAG_CUSTOMER, TAG_INTENT, CloudNode, Image, ownership_filter
 from providers.errors import InUse, ProviderError
 from schema.types import NodeState
 
@@ -122,9 +122,7 @@ def collect_garbage(ctx: LoopContext) -> int:
         n_orphans, listed = 0, 0
         for region in regions:
             try:
-                found = provider.list_nodes(
-                    region, {TAG_MANAGED: MANAGED_VALUE, TAG_CUSTOMER: customer}
-                )
+                found = provider.list_nodes(region, ownership_filter(customer))
             except ProviderError as err:
                 errors.labels(acct.cloud, acct.name, err.kind).inc()
                 continue
@@ -160,9 +158,8 @@ def collect_orphan_images(ctx: LoopContext) -> int:
     with ctx.store.session() as s:
         sweeps: dict[tuple[str, str, str], tuple[Account, dict[str, str]]] = {}
         for a in s.scalars(select(Account).order_by(Account.id)):
-            tags = {TAG_MANAGED: MANAGED_VALUE}
-            if a.owner != "shared":  # (a customer's own account: only its images)
-                tags[TAG_CUSTOMER] = a.customer
+            # (a customer's own account: only its images)
+            tags = ownership_filter(a.customer if a.owner != "shared" else None)
             where = a.owner if a.owner == "shared" else a.customer
             for region in (a.regions or {}).get("regions", []):
                 sweeps.setdefault((a.cloud, f"{where}/{a.name}", region), (a, tags))
