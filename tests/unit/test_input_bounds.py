@@ -25,23 +25,7 @@ from schema.policy_file import (
 )
 from schema.policy_includes import read_policy_text
 from tests.policy_texts import edited
-
-BASE = """\
-customer: acme
-accounts:
-  - name: acme-aws
-    cloud: aws
-    regions: [us-east-1, us-west-2]
-    credentials:
-      role_arn: arn:aws:iam::123456789012:role/gpucap
-models:
-  - name: llama-70b
-    shapes:
-      - shape: 8xH100
-        max_concurrency: 64
-    min_replicas: 1
-    max_replicas: 4
-"""
+from tests.unit.test_policy_file import BASE
 
 
 def _problems(text: str, source: str = "p.yaml") -> list[Problem]:
