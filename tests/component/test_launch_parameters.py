@@ -65,12 +65,20 @@ def _node(store: Store, node_id: str) -> Node:
         return s.get_one(Node, node_id)
 
 
-def test_a_retry_sends_what_the_first_attempt_chose(store: Store) -> None:
-    ControlPlaneService(store).apply_policy(POLICY.format(image=RUNTIME), "a.yaml", "alice")
-    first = add_replica(store, "chat", POOL, "pending", ["pending"], rid="r-first")
+def _intent(store: Store, rid: str) -> str:
+    """A replica of chat in POOL whose node is an intent, not yet created."""
+    add_replica(store, "chat", POOL, "pending", ["pending"], rid=rid)
     with store.session() as s:
-        for n in s.scalars(select(Node)):
-            n.instance_id, n.zone = None, None  # intents, not yet created
+        for n in s.scalars(select(Node).where(Node.replica_id == rid)):
+            n.instance_id, n.zone = None, None
+    return rid
+
+
+def _first_attempt_fails(
+    store: Store, boot: BootConfig | None = None
+) -> tuple[Clock, SimCloud, LoopContext]:
+    """A reconcile pass on the simulated cloud whose create fails (a transient error), so
+    the intents have made their first attempt and chosen what they launch with."""
     clock = Clock()
     cloud = SimCloud(clock=clock)
     ctx = LoopContext(
@@ -81,9 +89,17 @@ def test_a_retry_sends_what_the_first_attempt_chose(store: Store) -> None:
         autoscaler=GpucapAutoscaler(),
         telemetry=Metrics(),
         clock=clock,
+        boot=boot,
     )
-    cloud.inject(Cloud.AWS, "acme/acme-aws", "transient")  # the first attempt fails
+    cloud.inject(Cloud.AWS, "acme/acme-aws", "transient")
     reconcile(ctx)
+    return clock, cloud, ctx
+
+
+def test_a_retry_sends_what_the_first_attempt_chose(store: Store) -> None:
+    ControlPlaneService(store).apply_policy(POLICY.format(image=RUNTIME), "a.yaml", "alice")
+    first = _intent(store, "r-first")
+    clock, cloud, ctx = _first_attempt_fails(store)
     row = _node(store, f"{first}-n0")
     assert (row.attempts, row.instance_id, row.launch_image) == (1, None, None)
 
@@ -96,10 +112,7 @@ def test_a_retry_sends_what_the_first_attempt_chose(store: Store) -> None:
     assert inst.image is None  # the base image, as the first attempt asked
 
     # A new intent chooses anew: the baked image.
-    second = add_replica(store, "chat", POOL, "pending", ["pending"], rid="r-second")
-    with store.session() as s:
-        n = s.get_one(Node, f"{second}-n0")
-        n.instance_id, n.zone = None, None
+    second = _intent(store, "r-second")
     reconcile(ctx)
     assert _node(store, f"{second}-n0").launch_image == image
     [inst2] = [i for i in cloud.instances.values() if i.intent_id == f"{second}-n0"]
@@ -174,24 +187,10 @@ def test_a_node_fetches_from_staged_copies_nearest_first_as_its_first_attempt_ch
     other = _copy(store, "acme-shared", "us-east-1")  # (another account: after its own's)
     _copy(store, "acme-gcp", "us-east1", cloud="gcp")  # (another cloud: its origin serves)
     _copy(store, "acme-aws", "ap-south-1", state="failed")
-    first = add_replica(store, "chat", POOL, "pending", ["pending"], rid="r-first")
-    with store.session() as s:
-        for n in s.scalars(select(Node)):
-            n.instance_id, n.zone = None, None  # intents, not yet created
-    clock = Clock()
-    cloud = SimCloud(clock=clock)
-    ctx = LoopContext(
-        store=store,
-        providers=SimResolver(cloud, retry=NO_RETRY),
-        metrics_source=SyntheticTraffic({}),
-        health=SimHealth(cloud),
-        autoscaler=GpucapAutoscaler(),
-        telemetry=Metrics(),
-        clock=clock,
-        boot=BootConfig(TOKENS, "http://127.0.0.1:9/v1/node-phases"),
+    first = _intent(store, "r-first")
+    clock, cloud, ctx = _first_attempt_fails(
+        store, BootConfig(TOKENS, "http://127.0.0.1:9/v1/node-phases")
     )
-    cloud.inject(Cloud.AWS, "acme/acme-aws", "transient")  # the first attempt fails
-    reconcile(ctx)
     # Its cloud's origin before the other's; the copies nearest first, its account's first.
     chosen = [east, west, far, other, "s3://acme-origin/chat/", "gs://acme-origin/chat/"]
     row = _node(store, f"{first}-n0")
@@ -207,10 +206,7 @@ def test_a_node_fetches_from_staged_copies_nearest_first_as_its_first_attempt_ch
 
     # A new intent chooses anew: its own site's copy first; the other account's is left
     # out (six sources at most, the origins kept).
-    second = add_replica(store, "chat", POOL, "pending", ["pending"], rid="r-second")
-    with store.session() as s:
-        n = s.get_one(Node, f"{second}-n0")
-        n.instance_id, n.zone = None, None
+    second = _intent(store, "r-second")
     reconcile(ctx)
     row = _node(store, f"{second}-n0")
     assert row.launch_weights_uri == here
