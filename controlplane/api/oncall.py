@@ -22,7 +22,7 @@ class OnCall:
     def __init__(self, tx: Tx) -> None:
         self._tx = tx
 
-    def pin(self, customer: str, name: str, replicas: int | None) -> ModelView:
+    def pin(self, customer: str, name: str, replicas: int | None, reason: str = "") -> ModelView:
         """Pin a model's replica count (bypasses the autoscaler); ``None`` removes the pin."""
         if replicas is not None and not 0 <= replicas <= MAX_REPLICAS:
             raise InvalidArgumentError(
@@ -51,7 +51,7 @@ class OnCall:
                 s,
                 now,
                 "model.pinned" if replicas is not None else "model.unpinned",
-                msg,
+                msg + (f": {reason}" if reason else ""),
                 customer=customer,
                 model=name,
                 severity="warning",
@@ -60,7 +60,7 @@ class OnCall:
 
         return self._tx.write(do)
 
-    def pause(self, customer: str, name: str, paused: bool) -> ModelView:
+    def pause(self, customer: str, name: str, paused: bool, reason: str = "") -> ModelView:
         """Pause (hold the current replica count) or resume the autoscaler for one model."""
 
         def do(s: Session) -> ModelView:
@@ -74,7 +74,7 @@ class OnCall:
                     s,
                     now,
                     f"model.{verb}",
-                    f"autoscaler {verb} for model {name}",
+                    f"autoscaler {verb} for model {name}" + (f": {reason}" if reason else ""),
                     customer=customer,
                     model=name,
                     severity="warning" if paused else "info",

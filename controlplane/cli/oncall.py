@@ -83,6 +83,7 @@ def _show_model(m: pb.Model, output: Output) -> None:
 def pin(
     model: ModelArgument,
     replicas: Annotated[int, typer.Argument(min=0, help="Replica count to hold.")],
+    reason: ReasonOption = "",
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
@@ -92,13 +93,15 @@ def pin(
     with daemon(addr, token, ca, timeout) as c:
         customer, name = resolve_model(c, model)
         m = c.stub.PinModel(
-            pb.PinModelRequest(customer=customer, name=name, replicas=replicas), timeout=c.timeout
+            pb.PinModelRequest(customer=customer, name=name, replicas=replicas, reason=reason),
+            timeout=c.timeout,
         )
     _show_model(m, output)
 
 
 def unpin(
     model: ModelArgument,
+    reason: ReasonOption = "",
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
@@ -107,41 +110,52 @@ def unpin(
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
         customer, name = resolve_model(c, model)
-        m = c.stub.PinModel(pb.PinModelRequest(customer=customer, name=name), timeout=c.timeout)
+        m = c.stub.PinModel(
+            pb.PinModelRequest(customer=customer, name=name, reason=reason), timeout=c.timeout
+        )
     _show_model(m, output)
 
 
 def _set_paused(
-    model: str, paused: bool, addr: str, token: str | None, ca: Path | None, timeout: float
+    model: str,
+    paused: bool,
+    reason: str,
+    addr: str,
+    token: str | None,
+    ca: Path | None,
+    timeout: float,
 ) -> pb.Model:
     with daemon(addr, token, ca, timeout) as c:
         customer, name = resolve_model(c, model)
         m: pb.Model = c.stub.PauseModel(
-            pb.PauseModelRequest(customer=customer, name=name, paused=paused), timeout=c.timeout
+            pb.PauseModelRequest(customer=customer, name=name, paused=paused, reason=reason),
+            timeout=c.timeout,
         )
     return m
 
 
 def pause(
     model: ModelArgument,
+    reason: ReasonOption = "",
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
-    _show_model(_set_paused(model, True, addr, token, ca, timeout), output)
+    _show_model(_set_paused(model, True, reason, addr, token, ca, timeout), output)
 
 
 def resume(
     model: ModelArgument,
+    reason: ReasonOption = "",
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
-    _show_model(_set_paused(model, False, addr, token, ca, timeout), output)
+    _show_model(_set_paused(model, False, reason, addr, token, ca, timeout), output)
 
 
 def _set_cordoned(

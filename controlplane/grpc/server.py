@@ -264,11 +264,15 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     @_unary
     def PinModel(self, request: pb.PinModelRequest, context: grpc.ServicerContext) -> pb.Model:
         replicas = request.replicas if request.HasField("replicas") else None
-        return convert.model(self.svc.pin_model(request.customer, request.name, replicas))
+        return convert.model(
+            self.svc.pin_model(request.customer, request.name, replicas, request.reason)
+        )
 
     @_unary
     def PauseModel(self, request: pb.PauseModelRequest, context: grpc.ServicerContext) -> pb.Model:
-        return convert.model(self.svc.pause_model(request.customer, request.name, request.paused))
+        return convert.model(
+            self.svc.pause_model(request.customer, request.name, request.paused, request.reason)
+        )
 
     @_unary
     def CordonPool(self, request: pb.CordonPoolRequest, context: grpc.ServicerContext) -> pb.Pool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tests.component.oncall_kit import add_replica
 from tests.e2e.conftest import Daemon, Gpucap
 from tests.policy_texts import edited, example_policy
 
@@ -58,3 +59,23 @@ def test_oncall_errors_are_clean(gpucap: Gpucap, api: Daemon) -> None:
     assert unknown_pool.exit_code == 1 and "not found" in unknown_pool.stderr
     for result in (ambiguous, missing, too_many, unknown_pool):
         assert "Traceback" not in result.output
+
+
+def test_every_oncall_verb_records_its_reason_in_the_event(gpucap: Gpucap, api: Daemon) -> None:
+    api.service.apply_policy(example_policy(), "p.yaml", "alice")
+    rid = add_replica(api.store, "llama-70b", EAST, "ready", ["ready"])
+    verbs = {
+        "model.pinned": ("pin", "llama-70b", "3"),
+        "model.unpinned": ("unpin", "llama-70b"),
+        "model.paused": ("pause", "llama-8b"),
+        "model.resumed": ("resume", "llama-8b"),
+        "pool.cordoned": ("cordon", EAST),
+        "pool.uncordoned": ("uncordon", EAST),
+        "node.draining": ("drain", f"{rid}-n0", "--now"),
+    }
+    for kind, args in verbs.items():
+        result = gpucap(*args, "--reason", f"ticket {kind}")
+        assert result.exit_code == 0, result.output
+    messages = {e.kind: e.message for e in api.service.events(limit=1000)}
+    for kind in verbs:
+        assert f"ticket {kind}" in messages[kind], messages[kind]

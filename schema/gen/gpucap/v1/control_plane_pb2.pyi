@@ -333,24 +333,28 @@ class ListModelsResponse(_message.Message):
     def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PinModelRequest(_message.Message):
-    __slots__ = ("customer", "name", "replicas")
+    __slots__ = ("customer", "name", "replicas", "reason")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     customer: str
     name: str
     replicas: int
-    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., replicas: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., replicas: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class PauseModelRequest(_message.Message):
-    __slots__ = ("customer", "name", "paused")
+    __slots__ = ("customer", "name", "paused", "reason")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     customer: str
     name: str
     paused: bool
-    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+    reason: str
+    def __init__(self, customer: _Optional[str] = ..., name: _Optional[str] = ..., paused: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("id", "customer", "model", "replica_id", "pool_id", "account", "cloud", "region", "zone", "instance_type", "instance_id", "state", "error", "attempts", "pending_at", "provisioning_at", "running_at", "ready_at", "draining_at", "terminating_at", "terminated_at", "failed_at", "private_ip", "probe_failures", "phases", "retiring_at")
