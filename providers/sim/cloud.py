@@ -25,17 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 from providers.base import InstanceStatus
 from providers.errors import (
-    AuthFailed,
     CapacityUnavailable,
     InUse,
     InvalidRequest,
     NotFound,
-    ProviderError,
     QuotaExceeded,
     Scope,
-    Throttled,
     TransientError,
 )
+from providers.sim import faults
+from providers.sim.faults import ERRORS, KINDS, Fault
 from providers.sim.state import MemoryState, SimState, SqliteState, Table
 from schema.catalog import INSTANCE_TYPES, REGIONS, InstanceType
 from schema.types import Cloud
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from providers.sim.local import LocalNodes
 
 log = logging.getLogger(__name__)
-FAULTS = ("capacity", "quota", "throttle", "transient", "auth")
+FAULTS = ERRORS  # (kept for callers: the faults that refuse a create)
 
 
 @dataclass(frozen=True)
@@ -91,13 +90,6 @@ def _instance_from(d: dict[str, Any]) -> SimInstance:
 
 
 @dataclass
-class _Fault:
-    kind: str
-    remaining: int
-    zone: str | None
-
-
-@dataclass
 class SimImage:
     image_id: str
     name: str
@@ -121,8 +113,8 @@ OBJECTS: Table[str, int] = Table("objects")  # uri -> size
 OBJECT_DATA: Table[str, bytes] = Table(  # bodies, for objects put with data
     "object_data", lambda b: base64.b64encode(b).decode(), base64.b64decode
 )
-FAULTS_QUEUED: Table[tuple[str, str], list[_Fault]] = Table(  # (cloud, account) -> queue
-    "faults", lambda q: [vars(f) for f in q], lambda q: [_Fault(**f) for f in q]
+FAULTS_QUEUED: Table[tuple[str, str], list[Fault]] = Table(  # (cloud, account) -> queue
+    "faults", lambda q: [vars(f) for f in q], lambda q: [Fault(**f) for f in q]
 )
 CAPACITY: Table[tuple[str, str, str], int] = Table("capacity")  # (cloud, region, type)
 QUOTA: Table[tuple[str, str, str], int] = Table("quota")  # (account, region, type)
@@ -149,6 +141,7 @@ class SimCloud:
     default_capacity: int = 64
     capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep  # an injected latency fault waits here
     # Per-instance timings (e.g. per pool and model, as a simulation's clouds file gives
     # them); None: ``timings`` for every instance.
     timing_of: Callable[[SimInstance], SimTimings] | None = None
@@ -271,15 +264,26 @@ class SimCloud:
 
     # ---- configuration -------------------------------------------------------------
     def inject(
-        self, cloud: Cloud, account: str, fault: str, count: int = 1, zone: str | None = None
+        self,
+        cloud: Cloud,
+        account: str,
+        fault: str,
+        count: int = 1,
+        zone: str | None = None,
+        *,
+        delay_s: float = 0.0,
+        skip: int = 0,
     ) -> None:
-        """Make the next ``count`` creates of this account fail with ``fault``."""
-        if fault not in FAULTS and fault != "crash_after_create":
-            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        """Make the next ``count`` creates of this account (after ``skip`` more) meet
+        ``fault``, one of ``providers.sim.faults.KINDS``."""
+        if fault not in KINDS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(KINDS)}")
+        if count < 1 or skip < 0 or delay_s < 0:
+            raise ValueError("count must be at least 1, skip and delay_s at least 0")
         with self._state.transaction():
             key = (cloud.value, account)
             queue = self._state.get(FAULTS_QUEUED, key) or []
-            queue.append(_Fault(fault, count, zone))
+            queue.append(Fault(fault, count, zone, delay_s=delay_s, skip=skip))
             self._state.put(FAULTS_QUEUED, key, queue)
 
     def clear_faults(self) -> None:
@@ -389,7 +393,7 @@ class SimCloud:
         placement_group: str | None = None,
         image: str | None = None,
     ) -> tuple[SimInstance, bool]:
-        inst, created = self._launch(
+        inst, created, slow = self._launch(
             cloud,
             account,
             intent_id=intent_id,
@@ -401,6 +405,8 @@ class SimCloud:
             placement_group=placement_group,
             image=image,
         )
+        if slow:  # (outside the transaction: the world goes on meanwhile)
+            self.sleep(slow)
         if created is None:  # crash_after_create: the create stands, its answer is lost
             raise TransientError(
                 "connection reset after the create was accepted",
@@ -422,12 +428,15 @@ class SimCloud:
         user_data: str,
         placement_group: str | None,
         image: str | None,
-    ) -> tuple[SimInstance, bool | None]:
-        """``launch`` as one transaction: (instance, created), created None when an
-        injected crash_after_create loses the answer (raised once the create committed)."""
+    ) -> tuple[SimInstance, bool | None, float]:
+        """``launch`` as one transaction: (instance, created, seconds its answer takes),
+        created None when an injected crash_after_create loses the answer (raised once the
+        create committed)."""
         with self._state.transaction():
             self._count("create_calls")
-            crash = self._take_fault(cloud, account, zone, region, instance_type)
+            fault = self._take_fault(cloud, account, zone, region, instance_type)
+            crash = fault is not None and fault.kind == "crash_after_create"
+            slow = fault.delay_s if fault is not None and fault.kind == "latency" else 0.0
             # Idempotency token: the same token returns the same instance (AWS ClientToken);
             # the same token with other parameters is refused, as EC2 refuses it
             # (IdempotentParameterMismatch) and OCI its opc-retry-token. Read inside the
@@ -443,7 +452,7 @@ class SimCloud:
                         code="IdempotentParameterMismatch",
                         region=region,
                     )
-                return inst, False
+                return inst, False, slow
             types = {t.name: t for t in INSTANCE_TYPES if t.cloud == cloud}
             if instance_type not in types:
                 raise InvalidRequest(
@@ -517,7 +526,7 @@ class SimCloud:
                 self._boot_local(self.local_nodes, inst, types[instance_type])
             self._state.put(INSTANCES, inst.instance_id, inst)
             self._state.put(TOKENS, (account, intent_id), inst.instance_id)
-            return inst, None if crash else True
+            return inst, None if crash else True, slow
 
     def _boot_local(self, nodes: LocalNodes, inst: SimInstance, it: InstanceType) -> None:
         """As a cloud, the create stands whatever the user data holds: a document that
@@ -556,45 +565,18 @@ class SimCloud:
 
     def _take_fault(
         self, cloud: Cloud, account: str, zone: str | None, region: str, instance_type: str
-    ) -> bool:
-        """Raise the next injected fault, if any. Returns True for crash_after_create."""
+    ) -> Fault | None:
+        """Raise the next injected fault of the ``ERRORS`` kinds; the others are returned
+        for the caller to carry out (None: no fault this time)."""
         key = (cloud.value, account)
         queue = self._state.get(FAULTS_QUEUED, key)
         if not queue:
-            return False
-        fault = queue[0]
-        fault.remaining -= 1
-        if fault.remaining <= 0:
-            queue.pop(0)
+            return None
+        fault = faults.take(queue)
         self._state.put(FAULTS_QUEUED, key, queue)
-        err: ProviderError
-        match fault.kind:
-            case "crash_after_create":
-                return True
-            case "capacity":
-                err = CapacityUnavailable(
-                    "injected stockout",
-                    code="SimStockout",
-                    scope=Scope.ZONE,
-                    zone=fault.zone or zone,
-                    region=region,
-                    instance_type=instance_type,
-                )
-            case "quota":
-                err = QuotaExceeded(
-                    "injected quota",
-                    code="SimQuota",
-                    scope=Scope.ACCOUNT_REGION,
-                    region=region,
-                    instance_type=instance_type,
-                )
-            case "throttle":
-                err = Throttled("injected throttle", code="SimThrottle", retryable=True)
-            case "transient":
-                err = TransientError("injected 503", code="SimUnavailable", retryable=True)
-            case _:
-                err = AuthFailed("injected auth failure", code="SimAuth", scope=Scope.ACCOUNT)
-        raise err
+        if fault is not None and fault.kind in ERRORS:
+            raise faults.error_for(fault, zone, region, instance_type)
+        return fault
 
     def _members(self, account: str, region: str, name: str) -> list[SimInstance]:
         """The group's instances that are not terminated (stopping ones still count)."""
