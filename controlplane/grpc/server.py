@@ -2,10 +2,11 @@
 standard health and reflection services.
 
 Safety rules enforced here, not left to configuration:
-- it listens on a loopback address unless *both* TLS and a bearer token are configured
+- it listens on a loopback address unless *both* TLS and authentication are configured
   (an API that can deploy GPUs must never be open on a network by accident);
-- with a token, every call (health and reflection included) must carry
-  ``authorization: Bearer <token>`` or gets UNAUTHENTICATED;
+- with authentication on, every call (health and reflection included) must carry a
+  credential (a bearer token or a client certificate) or gets UNAUTHENTICATED, and is
+  authorized by its rule in ``controlplane.authz`` (``controlplane.grpc.auth``);
 - the caller's mistakes map to INVALID_ARGUMENT (naming each field), NOT_FOUND,
   ALREADY_EXISTS or FAILED_PRECONDITION; only a bug reaches INTERNAL, with the traceback
   logged and not sent to the caller.
@@ -14,7 +15,6 @@ Safety rules enforced here, not left to configuration:
 from __future__ import annotations
 
 import functools
-import hmac
 import ipaddress
 import threading
 from collections.abc import Callable, Iterator
@@ -41,7 +41,11 @@ from controlplane.api import (
     UnauthenticatedError,
 )
 from controlplane.api.warm import WarmPoolsView
+from controlplane.api_tokens import CACHE_S as TOKEN_CACHE_S
+from controlplane.api_tokens import TokenAuthenticator
+from controlplane.authz import CertRoles
 from controlplane.grpc import convert
+from controlplane.grpc.auth import Authenticator, AuthInterceptor
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
 from schema.policy_file import PolicyError
@@ -571,54 +575,6 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
                 self._stopping.wait(STREAM_POLL_S)
 
 
-# --------------------------------------------------------------------------- auth
-
-
-# Methods a node calls with its own boot token instead of the API token.
-NODE_AUTHENTICATED = {f"/{SERVICE_NAME}/ReportNodePhase"}
-
-
-class BearerTokenInterceptor(grpc.ServerInterceptor):
-    """Every call must carry ``authorization: Bearer <token>``; compared in constant time."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-    def _authorized(self, metadata: Any) -> bool:
-        for key, value in metadata or ():
-            if key == "authorization":
-                got = value.encode() if isinstance(value, str) else value
-                return hmac.compare_digest(got, self._expected)
-        return False
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or self._authorized(handler_call_details.invocation_metadata):
-            return handler
-        if handler_call_details.method in NODE_AUTHENTICATED:
-            return handler  # (authenticated by the node's own token, in the request)
-        log.warning("grpc.unauthenticated", method=handler_call_details.method)
-
-        def deny(_request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(deny, **kwargs)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(deny, **kwargs)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(deny, **kwargs)
-        return grpc.stream_stream_rpc_method_handler(deny, **kwargs)
-
-
 # --------------------------------------------------------------------------- server
 
 
@@ -663,18 +619,38 @@ def serve(
     tls_cert: str | Path | None = None,
     tls_key: str | Path | None = None,
     token: str | None = None,
+    auth: bool = False,
+    tls_client_ca: str | Path | None = None,
+    cert_roles: CertRoles | None = None,
+    token_cache_s: float = TOKEN_CACHE_S,
     max_workers: int = 16,
     stream_poll_s: float = STREAM_POLL_S,
     tracing: grpc.ServerInterceptor | None = None,
 ) -> GrpcServer:
     """Start the API on ``addr`` and return the running server; open streams look at the
-    store every ``stream_poll_s`` seconds; ``tracing``: a span per call."""
+    store every ``stream_poll_s`` seconds; ``tracing``: a span per call.
+
+    Authentication is on when ``auth`` is set, or a shared ``token`` or a client CA is
+    given: every call then needs a credential (``controlplane.grpc.auth``) and is
+    authorized by its rule (``controlplane.authz``). Off, every caller is admin (loopback
+    only). ``tls_client_ca`` asks clients for certificates signed by it (optional for a
+    client: one may use a token instead), mapped to roles by ``cert_roles``."""
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("TLS needs both a certificate and a key file")
     tls = tls_cert is not None and tls_key is not None
-    check_bind_allowed(addr, tls=tls, token=bool(token))
+    if tls_client_ca is not None and not tls:
+        raise ValueError("client certificates (a client CA) need TLS: a certificate and a key")
+    authenticating = bool(token) or auth or tls_client_ca is not None
+    check_bind_allowed(addr, tls=tls, token=authenticating)
 
-    interceptors: list[grpc.ServerInterceptor] = [BearerTokenInterceptor(token)] if token else []
+    interceptors: list[grpc.ServerInterceptor] = []
+    if authenticating:
+        authenticator = Authenticator(
+            shared_token=token,
+            tokens=TokenAuthenticator(service.store, cache_s=token_cache_s),
+            cert_roles=cert_roles if tls_client_ca is not None else None,
+        )
+        interceptors.append(AuthInterceptor(authenticator, service))
     if tracing is not None:  # (controlplane.tracing; outermost: a refused call is traced too)
         interceptors.insert(0, tracing)
     server = grpc.server(
@@ -703,7 +679,12 @@ def serve(
         if tls:
             assert tls_cert is not None and tls_key is not None
             creds = grpc.ssl_server_credentials(
-                [(Path(tls_key).read_bytes(), Path(tls_cert).read_bytes())]
+                [(Path(tls_key).read_bytes(), Path(tls_cert).read_bytes())],
+                root_certificates=(
+                    None if tls_client_ca is None else Path(tls_client_ca).read_bytes()
+                ),
+                # (a client without a certificate may still present a token)
+                require_client_auth=False,
             )
             port = server.add_secure_port(addr, creds)
         else:
@@ -718,5 +699,5 @@ def serve(
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("grpc.listening", addr=addr, port=port, tls=tls, auth=bool(token))
+    log.info("grpc.listening", addr=addr, port=port, tls=tls, auth=authenticating)
     return GrpcServer(server, port, stopping, health_servicer)
