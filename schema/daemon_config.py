@@ -16,12 +16,42 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+# A caller's role (controlplane/authz.py): admin, or customer:<a policy's customer name>.
+ROLE_PATTERN = r"^(admin|customer:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$"
+RoleText = Annotated[str, Field(pattern=ROLE_PATTERN)]
+
+
 class GrpcConfig(_Strict):
-    # Loopback by default: the server refuses other addresses unless TLS and a token are set.
+    """The API's listener and who may call it (docs/api.md). Authentication is on with
+    ``auth``, a ``token_file`` or a ``tls_client_ca``; off, every caller is admin and only
+    loopback is allowed."""
+
+    # Loopback by default: the server refuses other addresses without TLS and authentication.
     addr: str = "127.0.0.1:50051"
     tls_cert: str | None = None  # PEM file paths
     tls_key: str | None = None
-    token_file: str | None = None  # a file holding the bearer token (never the token inline)
+    # A file holding the one shared bearer token, an admin credential (never the token inline).
+    token_file: str | None = None
+    # Every call authenticates: API tokens (`gpucap token create`), the shared token or a
+    # client certificate, each mapped to a role (admin or customer:<name>).
+    auth: bool = False
+    # Client certificates (mTLS): the CA bundle that signs them; a certificate's role comes
+    # from tls_client_roles (a SAN URI or the subject's CN -> role), else, with
+    # tls_client_spiffe_domain, from its SPIFFE id spiffe://<domain>/admin or
+    # spiffe://<domain>/customer/<name>. A certificate that maps to no role is refused.
+    tls_client_ca: str | None = None
+    tls_client_roles: dict[Annotated[str, Field(min_length=1)], RoleText] = {}
+    tls_client_spiffe_domain: str | None = Field(
+        default=None, pattern=r"^[a-z0-9]([a-z0-9.-]{0,253}[a-z0-9])?$"
+    )
+
+    @model_validator(mode="after")
+    def _client_ca_needs_tls(self) -> GrpcConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key: set both (the server's certificate and key)")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca: client certificates need tls_cert and tls_key")
+        return self
 
 
 class Intervals(_Strict):
