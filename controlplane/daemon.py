@@ -34,6 +34,7 @@ from autoscaler import GpucapAutoscaler
 from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
 from controlplane.health import Readiness, readiness
+from controlplane.api.policies import VIA_FILE
 from controlplane.jobticks import JobTicks
 from controlplane.leadership import Leadership, hold_sqlite, release_sqlite
 from controlplane.loop import ControlLoop, LoopContext, Tuning
@@ -47,7 +48,7 @@ from controlplane.store.migrate import upgrade
 from controlplane.telemetry import Metrics
 from providers.credentials import ExternalIdGenerator, load_or_create_key
 from schema.daemon_config import DaemonConfig
-from schema.policy_file import PolicyError
+from schema.policy_file import PolicyError, PolicyRefused
 from schema.policy_includes import read_policy_text
 
 if TYPE_CHECKING:
@@ -255,7 +256,10 @@ class Daemon:
     # ------------------------------------------------------------------ policies
     def apply_policies(self) -> None:
         """Apply every configured policy. A bad one is logged with every problem and
-        skipped: the customer's last good policy stays active."""
+        skipped: the customer's last good policy stays active. So is one the apply refuses
+        (it names a model the API owns, or deletes or drains without ``allow_deletes``:
+        ``policy.refused``, also an event), and a file unchanged since the daemon last
+        applied it does not undo a version applied since through the API (docs/policy.md)."""
         assert self.service is not None
         texts = list(self.wiring.policy_texts)
         for path in self.wiring.policy_files:
@@ -266,8 +270,25 @@ class Daemon:
                 log.error("policy.unreadable", file=str(path), problems=problems)
         for source, text in texts:
             try:
-                pv = self.service.apply_policy(text, source=source, applied_by="daemon")
-                log.info("policy.applied", file=source, customer=pv.customer, version=pv.version)
+                done = self.service.apply_policy_result(
+                    text, source=source, applied_by="daemon", via=VIA_FILE
+                )
+                for warning in done.warnings:
+                    log.warning("policy.unversioned", file=source, warning=warning)
+                pv = done.version
+                if done.kept:
+                    log.warning("policy.kept", file=source, customer=pv.customer, detail=done.kept)
+                else:
+                    log.info(
+                        "policy.applied", file=source, customer=pv.customer, version=pv.version
+                    )
+            except PolicyRefused as exc:
+                log.error(
+                    "policy.refused",
+                    file=source,
+                    problems=[str(p) for p in exc.problems],
+                    note="the last good policy stays active",
+                )
             except PolicyError as exc:
                 log.error(
                     "policy.rejected",

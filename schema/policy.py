@@ -368,6 +368,13 @@ class Policy(_Strict):
     accounts: Annotated[list[Account], Field(min_length=1, max_length=MAX_ACCOUNTS)]
     models: Annotated[list[Model], Field(max_length=MAX_MODELS)] = []
     overflow: Overflow = Overflow()
+    # Applying this file may delete models and drain replicas (a model or account left
+    # out, pools with live nodes no longer allowed). Without it such a change is refused
+    # and the active policy stays: a half-written file must not drain what it lost.
+    allow_deletes: bool = False
+    # Models deployed through the API that this file takes over (docs/policy.md,
+    # "Ownership"); any other API-owned model named in ``models`` is a conflict.
+    adopt_models: Annotated[list[Name], Field(max_length=MAX_MODELS)] = []
 
     def model(self, name: str) -> Model | None:
         return next((m for m in self.models if m.name == name), None)
@@ -486,6 +493,9 @@ def _semantic(p: Policy) -> Iterator[Problem]:
                     ("models", i, "regions", j),
                     f"region {echo(region)} is not in any account of this policy",
                 )
+    for j, name in enumerate(p.adopt_models):
+        if name not in models_seen:
+            yield Problem(("adopt_models", j), f"{echo(name)} is not a model of this policy")
     for j, name in enumerate(p.overflow.models):
         if name not in models_seen:
             yield Problem(("overflow", "models", j), f"unknown model {echo(name)}")
@@ -620,6 +630,12 @@ def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the policy file, for editors (``gpucap policy schema``)."""
     schema = Policy.model_json_schema()
+    # The file's header (schema.policy_file reads it before the policy itself).
+    schema["properties"] = {
+        "apiVersion": {"const": "gpucap.dev/v1", "title": "Apiversion"},
+        "kind": {"const": "Policy", "title": "Kind"},
+        **schema["properties"],
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gpucap customer policy"
     return schema

@@ -22,7 +22,23 @@ from ruamel.yaml.events import (
     NodeEvent,
 )
 
-from schema.policy import SECRET_FIELDS, Policy, Problem, echo, semantic_problems
+from schema.policy import (
+    SECRET_FIELDS,
+    Account,
+    Model,
+    Overflow,
+    Policy,
+    Problem,
+    echo,
+    semantic_problems,
+)
+
+# Every gpucap file names its format: ``apiVersion`` (the version of the format) and
+# ``kind`` (which file it is), as Kubernetes objects do. A file without both is read as the
+# current version, with a deprecation warning (files written before versions existed).
+API_VERSION = "gpucap.dev/v1"
+API_VERSIONS = (API_VERSION,)
+HEADER_KEYS = ("apiVersion", "kind")
 
 # Limits on what one YAML document may cost to read (issue 26: a 2 KB "billion laughs" of
 # nested aliases took 36 s of CPU and 340 MB). gpucap's own bounds, far past any real file:
@@ -52,6 +68,18 @@ class PolicyError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class PolicyRefused(PolicyError):
+    """A well-formed policy whose apply is refused by what is active: it names a model the
+    API owns, or it deletes or drains without ``allow_deletes`` (``controlplane.policy_diff``).
+    The active policy stays; FAILED_PRECONDITION over gRPC."""
+
+
+def located(text: str, source: str, problems: list[Problem]) -> list[Problem]:
+    """``problems`` of a policy text with their file, line and column."""
+    doc = load_document(text, source)
+    return [locate(doc, p, source) for p in problems]
+
+
 def first_problems(problems: list[Problem]) -> list[Problem]:
     """``problems`` within :data:`MAX_PROBLEMS` and :data:`MAX_PROBLEM_CHARS` (one at
     least), plus a last problem saying how many more there are."""
@@ -76,6 +104,7 @@ class LoadedPolicy:
     raw: str
     sha256: str
     source: str
+    warnings: tuple[str, ...] = ()  # (e.g. a file without apiVersion and kind)
 
 
 def load_policy_file(path: str | Path) -> LoadedPolicy:
@@ -88,21 +117,93 @@ def load_policy_file(path: str | Path) -> LoadedPolicy:
 
 
 def parse_policy(text: str, source: str = "<policy>") -> LoadedPolicy:
-    """Parse and validate; raise :class:`PolicyError` listing every problem found."""
-    policy, doc = parse_yaml_model(text, Policy, source)
+    """Parse and validate; raise :class:`PolicyError` listing every problem found: the
+    structural ones and, for the parts that are well-formed, the cross-field ones too."""
+    doc = load_document(text, source)
+    policy, problems = validate_document(doc, Policy, source, kind="Policy")
+    if policy is None:
+        problems += [locate(doc, p, source) for p in _partial_semantic(_plain(doc), problems)]
+        problems.sort(key=lambda p: (p.line or 0, p.column or 0))
+        raise PolicyError(problems)
     problems = [locate(doc, p, source) for p in semantic_problems(policy)]
     if problems:
         raise PolicyError(problems)
-    return LoadedPolicy(policy, text, hashlib.sha256(text.encode()).hexdigest(), source)
+    warning = unversioned_warning(doc, "Policy", source)
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    return LoadedPolicy(policy, text, sha, source, (warning,) if warning else ())
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, CommentedMap]:
-    """Parse YAML text into ``model``; every problem (syntax, type, unknown field, range)
-    becomes a :class:`Problem` with file, line and field path. Used for every gpucap YAML
-    file (policies, the daemon config, account files) so they all report errors alike."""
+def parse_yaml_model(
+    text: str, model: type[M], source: str, *, kind: str | None = None
+) -> tuple[M, CommentedMap]:
+    """Parse YAML text into ``model``; every problem (syntax, type, unknown field, range,
+    with ``kind`` a wrong ``apiVersion``/``kind``) becomes a :class:`Problem` with file,
+    line and field path. Used for every gpucap YAML file (policies, the daemon config,
+    account and fleet files) so they all report errors alike."""
+    doc = load_document(text, source)
+    value, problems = validate_document(doc, model, source, kind=kind)
+    if value is None:
+        raise PolicyError(problems)
+    return value, doc
+
+
+def validate_document(
+    doc: CommentedMap, model: type[M], source: str, *, kind: str | None = None
+) -> tuple[M | None, list[Problem]]:
+    """``doc`` as ``model`` (None, and every problem found, when it is not one). With
+    ``kind``, the document's ``apiVersion``/``kind`` are checked and left out."""
+    problems = header_problems(doc, kind, source) if kind else []
+    data = _plain(doc)
+    if kind:
+        for key in HEADER_KEYS:
+            data.pop(key, None)
+    try:
+        value = model.model_validate(data)
+    except ValidationError as exc:
+        return None, problems + [locate(doc, _from_pydantic(e), source) for e in exc.errors()]
+    return (None, problems) if problems else (value, [])
+
+
+def header_problems(doc: CommentedMap, kind: str, source: str) -> list[Problem]:
+    """What is wrong with the document's ``apiVersion`` and ``kind`` (nothing when both are
+    absent: an unversioned file, see :func:`unversioned_warning`)."""
+    version, got = doc.get("apiVersion"), doc.get("kind")
+    if version is None and got is None:
+        return []
+    out: list[Problem] = []
+    if version is None:
+        out.append(Problem(("apiVersion",), f"required with kind (apiVersion: {API_VERSION})"))
+    elif version not in API_VERSIONS:
+        out.append(
+            Problem(
+                ("apiVersion",),
+                f"unknown apiVersion {echo(version)} (known: {', '.join(API_VERSIONS)})",
+            )
+        )
+    if got is None:
+        out.append(Problem(("kind",), f"required with apiVersion (kind: {kind})"))
+    elif got != kind:
+        out.append(Problem(("kind",), f"expected kind {kind} for this file (got {echo(got)})"))
+    return [locate(doc, p, source) for p in out]
+
+
+def unversioned_warning(doc: CommentedMap, kind: str, source: str) -> str | None:
+    """The deprecation warning for a file without ``apiVersion`` and ``kind``, or None."""
+    if any(key in doc for key in HEADER_KEYS):
+        return None
+    return (
+        f"{source}: warning: no apiVersion and kind; read as apiVersion {API_VERSION}, "
+        f"kind {kind} (deprecated: add 'apiVersion: {API_VERSION}' and 'kind: {kind}' "
+        "at the top)"
+    )
+
+
+def load_document(text: str, source: str) -> CommentedMap:
+    """``text`` as a YAML mapping with line numbers; :class:`PolicyError` (file, line,
+    reason) for bad syntax, a document over the limits, or anything but a mapping."""
     try:
         doc = load_yaml(text, source)
     except PolicyError:
@@ -127,10 +228,7 @@ def parse_yaml_model(text: str, model: type[M], source: str) -> tuple[M, Comment
         else:  # a lone scalar; say which YAML type it parsed as, not ruamel's class name
             kind = f"a single value ({type(doc).__name__})"
         raise PolicyError([Problem((), f"expected a mapping at top level, got {kind}", source, 1)])
-    try:
-        return model.model_validate(_plain(doc)), doc
-    except ValidationError as exc:
-        raise PolicyError([locate(doc, _from_pydantic(e), source) for e in exc.errors()]) from exc
+    return doc
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -184,6 +282,66 @@ def yaml_limit_problem(text: str, source: str) -> Problem | None:
     except Exception:  # bad syntax: the loader reports it, with its position
         return None
     return None
+
+
+def _partial_semantic(data: Any, structural: list[Problem]) -> list[Problem]:
+    """The cross-field checks of :func:`schema.policy.semantic_problems` over the parts of a
+    policy that are well-formed, so one pass reports both kinds. A check that reads a part
+    which is not well-formed is left out (it would report what the structural problem
+    already explains): a model's clouds, regions and shared-capacity bound when an account
+    or the overflow section is broken, the names listed in overflow and adopt_models when
+    a model is."""
+    if not isinstance(data, dict):
+        return []
+    broken = {p.path[0] for p in structural if p.path}
+
+    def valid_items(key: str, model: type[BaseModel]) -> list[tuple[int, Any]]:
+        items = data.get(key)
+        if not isinstance(items, list):
+            return []
+        out = []
+        for i, item in enumerate(items):
+            try:
+                out.append((i, model.model_validate(item)))
+            except ValidationError:
+                continue
+        return out
+
+    accounts, models = valid_items("accounts", Account), valid_items("models", Model)
+    try:
+        overflow = Overflow.model_validate(data.get("overflow", {}))
+    except ValidationError:
+        overflow = Overflow()
+    adopt = data.get("adopt_models") if "adopt_models" not in broken else []
+    policy = Policy.model_construct(
+        customer="unchecked",
+        accounts=[a for _, a in accounts],
+        models=[m for _, m in models],
+        overflow=overflow,
+        allow_deletes=False,
+        adopt_models=[str(a) for a in adopt] if isinstance(adopt, list) else [],
+    )
+    index = {"accounts": [i for i, _ in accounts], "models": [i for i, _ in models]}
+    skip_model_fields = {"clouds", "regions", "min_replicas"}
+    out: list[Problem] = []
+    for p in semantic_problems(policy):
+        section = p.path[0] if p.path else None
+        if section in ("accounts", "models"):
+            rest = p.path[2:]
+            if (
+                section == "models"
+                and ({"accounts", "overflow"} & broken)
+                and rest
+                and rest[0] in skip_model_fields
+            ):
+                continue
+            p = Problem((section, index[str(section)][int(p.path[1])], *rest), p.reason)
+        elif (section == "overflow" and {"accounts", "models", "overflow"} & broken) or (
+            section == "adopt_models" and "models" in broken
+        ):
+            continue
+        out.append(p)
+    return out
 
 
 def _plain(node: Any) -> Any:

@@ -201,6 +201,7 @@ class ControlPlaneService:
     apply_policy_result = _Part("_policies", Policies.apply_result)
     get_policy = _Part("_policies", Policies.get)
 
+    diff_policy = _Part("_policies", Policies.diff)
     deploy_model = _Part("_models", Models.deploy)
     update_model = _Part("_models", Models.update)
     delete_model = _Part("_models", Models.delete)

@@ -97,7 +97,9 @@ def sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
                 model=m.name,
             )
         elif row.spec != spec or row.source != "policy" or row.deleted_at is not None:
-            was = "deleted" if row.deleted_at is not None else row.source
+            # (a live API-owned model gets here only when adopt_models names it: the apply
+            # refuses any other, controlplane.policy_diff)
+            was = "deleted" if row.deleted_at is not None else f"owned by {row.source}"
             row.spec, row.source, row.deleted_at, row.updated_at = spec, "policy", None, now
             record_event(
                 s,

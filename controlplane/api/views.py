@@ -11,6 +11,7 @@ from coldstart.estimate import Estimate
 from controlplane.decider_code import UNKNOWN
 from controlplane.jobticks import JobTick
 from controlplane.loop.snapshot import PoolFacts
+from controlplane.policy_diff import PolicyDiff
 from controlplane.replay import Replayed
 from controlplane.store.models import DecisionRecord, Node, PolicyVersion, Pool
 from controlplane.store.models import Model as ModelRow
@@ -20,7 +21,11 @@ from schema.types import NodeState
 @dataclass(frozen=True)
 class AppliedPolicy:
     version: PolicyVersion
-    changed: bool  # False: identical to the active policy, no new version was written
+    changed: bool  # False: no new version was written
+    diff: PolicyDiff = PolicyDiff(())  # what the apply changed
+    # Why a reload of an unchanged file kept a newer version applied through the API.
+    kept: str = ""
+    warnings: tuple[str, ...] = ()  # (e.g. a file without apiVersion and kind)
 
 
 @dataclass(frozen=True)

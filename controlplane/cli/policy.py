@@ -31,6 +31,7 @@ from controlplane.cli.remote import (
     print_json,
     to_dict,
 )
+from controlplane.grpc.client import format_problem
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import Problem, json_schema
 from schema.policy_file import LoadedPolicy, PolicyError, load_policy_file, parse_policy
@@ -42,6 +43,14 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 
+AllowDeletesOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-deletes",
+        help="Let this apply delete models or drain replicas (as 'allow_deletes: true' in the "
+        "file does).",
+    ),
+]
 FileArgument = Annotated[
     Path, typer.Argument(help="Policy YAML file ('-' reads standard input).", show_default=False)
 ]
@@ -113,9 +122,12 @@ def validate(
                 "valid": True,
                 "customer": policy.customer,
                 "sha256": loaded.sha256,
+                "warnings": list(loaded.warnings),
             }
         )
         if output == Output.TABLE:
+            for warning in loaded.warnings:
+                typer.echo(warning, err=True)
             typer.echo(
                 f"{loaded.source}: ok (customer {policy.customer}, {len(policy.accounts)} "
                 f"accounts, {len(policy.models)} models)"
@@ -135,6 +147,7 @@ def apply(
             "--as", help="Who is applying (recorded with the version); default user@host."
         ),
     ] = None,
+    allow_deletes: AllowDeletesOption = False,
     addr: AddrOption = DEFAULT_ADDR,
     token: TokenOption = None,
     ca: CaOption = None,
@@ -142,13 +155,16 @@ def apply(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Apply a policy through the daemon. A rejected policy changes nothing: the daemon keeps
-    the active one and this prints every problem."""
+    the active one and this prints every problem. One that would delete models or drain
+    replicas is refused unless the file says allow_deletes: true or --allow-deletes is given
+    (see `gpucap policy diff`)."""
     text, source = _read(file)
     who = applied_by or f"{getpass.getuser()}@{socket.gethostname()}"
+    request = pb.ApplyPolicyRequest(
+        yaml=text, source=source, applied_by=who, allow_deletes=allow_deletes
+    )
     with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(
-            pb.ApplyPolicyRequest(yaml=text, source=source, applied_by=who), timeout=c.timeout
-        )
+        resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(request, timeout=c.timeout)
     if output == Output.JSON:
         data = to_dict(resp)
         data["policy"].pop("yaml", None)  # the caller has the file
@@ -159,6 +175,50 @@ def apply(
         typer.echo(f"applied: {v.customer} policy v{v.version} (sha256 {v.sha256[:12]})")
     else:
         typer.echo(f"unchanged: {v.customer} policy v{v.version} is already active")
+
+
+# How a change shows in `gpucap policy diff`, diff-style.
+_MARKS = {"create": "+", "change": "~", "delete": "-", "adopt": "~", "conflict": "!"}
+
+
+@policy_app.command("diff")
+def diff(
+    file: FileArgument,
+    allow_deletes: AllowDeletesOption = False,
+    addr: AddrOption = DEFAULT_ADDR,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    output: OutputOption = Output.TABLE,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """What applying FILE would change against the active policy: models and accounts
+    created, changed (field by field) and deleted, pools added and drained, and why the
+    apply would be refused. Changes nothing. Exit 0: no differences; 1: differences."""
+    text, source = _read(file)
+    request = pb.ApplyPolicyRequest(
+        yaml=text, source=source, allow_deletes=allow_deletes, dry_run=True
+    )
+    with daemon(addr, token, ca, timeout) as c:
+        resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(request, timeout=c.timeout)
+    if output == Output.JSON:
+        print_json(resp)
+    else:
+        for change in resp.diff.changes:
+            line = f"{_MARKS.get(change.action, '?')} {change.action} {change.kind} {change.name}"
+            notes = [change.detail] if change.detail else []
+            if change.drains:
+                notes.append("needs allow_deletes")
+            typer.echo(f"{line} ({'; '.join(notes)})" if notes else line)
+            for f in change.fields:
+                typer.echo(f"    {f.path}: {f.before or '(unset)'} -> {f.after or '(unset)'}")
+        if not resp.diff.changes:
+            typer.echo(f"{source}: no differences from the active policy")
+        for p in resp.refusals:
+            typer.echo(format_problem(p), err=True)
+        if resp.refusals:
+            typer.echo("error: the daemon would refuse this apply", err=True)
+    if resp.diff.changes:
+        raise typer.Exit(EXIT_REJECTED)
 
 
 @policy_app.command("show")

@@ -139,7 +139,7 @@ def models(
     table = Table(
         "CUSTOMER",
         "MODEL",
-        "SOURCE",
+        "OWNER",  # (Model.source: "policy" or "api", docs/policy.md)
         "DESIRED",
         "READY",
         "STARTING",

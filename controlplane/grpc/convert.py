@@ -32,6 +32,7 @@ from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.api.warm import WarmPoolsView, WarmPoolView
 from controlplane.audit import AuditReport, Category, Finding, SiteReport
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
+from controlplane.policy_diff import PolicyDiff
 from providers.base import TAG_CUSTOMER, CloudNode
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import (
@@ -73,6 +74,25 @@ def problem(p: Problem) -> pb.PolicyProblem:
 
 
 def policy_version(row: PolicyVersion, active: bool) -> pb.PolicyVersion:
+def policy_diff(diff: PolicyDiff) -> pb.PolicyDiff:
+    return pb.PolicyDiff(
+        changes=[
+            pb.PolicyChange(
+                kind=c.kind,
+                name=c.name,
+                action=c.action.value,
+                fields=[
+                    pb.PolicyFieldChange(path=f.path, before=f.before, after=f.after)
+                    for f in c.fields
+                ],
+                detail=c.detail,
+                drains=c.drains,
+            )
+            for c in diff.changes
+        ]
+    )
+
+
     return pb.PolicyVersion(
         customer=row.customer,
         version=row.version,

@@ -48,7 +48,7 @@ from controlplane.grpc import convert
 from controlplane.grpc.auth import Authenticator, AuthInterceptor
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
-from schema.policy_file import PolicyError
+from schema.policy_file import PolicyError, PolicyRefused
 
 log = structlog.get_logger(__name__)
 
@@ -117,7 +117,12 @@ def _status_for(exc: Exception) -> status_pb2.Status | None:
         problems = pb.PolicyProblems(problems=[convert.problem(p) for p in exc.problems])
         n = len(exc.problems)
         return status_pb2.Status(
-            code=code_pb2.INVALID_ARGUMENT,
+            # (a refused one is well-formed: what is active does not allow it)
+            code=(
+                code_pb2.FAILED_PRECONDITION
+                if isinstance(exc, PolicyRefused)
+                else code_pb2.INVALID_ARGUMENT
+            ),
             message=f"policy rejected ({n} problem{'s' if n != 1 else ''}):\n{exc}",
             details=packed(bad, problems),
         )
@@ -203,6 +208,13 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ApplyPolicy(
         self, request: pb.ApplyPolicyRequest, context: grpc.ServicerContext
     ) -> pb.ApplyPolicyResponse:
+        if request.dry_run:
+            diff, refusals = self.svc.diff_policy(
+                request.yaml, request.source, allow_deletes=request.allow_deletes
+            )
+            return pb.ApplyPolicyResponse(
+                diff=convert.policy_diff(diff), refusals=[convert.problem(p) for p in refusals]
+            )
         applied_by = request.applied_by or f"unknown ({context.peer()})"
         result = self.svc.apply_policy_result(request.yaml, request.source, applied_by)
         log.info(
@@ -213,7 +225,9 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
             applied_by=applied_by,
         )
         return pb.ApplyPolicyResponse(
-            policy=convert.policy_version(result.version, active=True), changed=result.changed
+            policy=convert.policy_version(result.version, active=True),
+            changed=result.changed,
+            diff=convert.policy_diff(result.diff),
         )
 
     @_unary

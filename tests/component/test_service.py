@@ -116,7 +116,7 @@ def test_reapplying_identical_policy_writes_no_new_version(
 def test_new_policy_version_drops_models_and_pools(svc: ControlPlaneService, store: Store) -> None:
     svc.apply_policy(example_policy(), "a.yaml", "alice")
     v2_text = edited(without_llama_8b(example_policy()), "max_replicas: 40", "max_replicas: 30")
-    v2 = svc.apply_policy(v2_text, "a.yaml", "bob")
+    v2 = svc.apply_policy(v2_text, "a.yaml", "bob", allow_deletes=True)
 
     assert v2.version == 2
     assert svc.get_policy("acme").version.version == 2
@@ -444,7 +444,7 @@ def test_dropped_account_is_kept_for_draining_and_announced_once(
     end = text.index("  # gpucap's shared Oracle capacity")
     no_gcp = edited(text[:start] + text[end:], "clouds: [aws, gcp, oci]", "clouds: [aws, oci]")
 
-    svc.apply_policy(no_gcp, "a.yaml", "bob")
+    svc.apply_policy(no_gcp, "a.yaml", "bob", allow_deletes=True)
     svc.apply_policy(edited(no_gcp, "max_replicas: 40", "max_replicas: 39"), "a.yaml", "bob")
 
     with store.session() as s:

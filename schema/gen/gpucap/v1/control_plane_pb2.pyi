@@ -51,22 +51,62 @@ class ValidatePolicyResponse(_message.Message):
     def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[PolicyProblem, _Mapping]]] = ..., customer: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class ApplyPolicyRequest(_message.Message):
-    __slots__ = ("yaml", "source", "applied_by")
+    __slots__ = ("yaml", "source", "applied_by", "allow_deletes", "dry_run")
     YAML_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     APPLIED_BY_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_DELETES_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     yaml: str
     source: str
     applied_by: str
-    def __init__(self, yaml: _Optional[str] = ..., source: _Optional[str] = ..., applied_by: _Optional[str] = ...) -> None: ...
+    allow_deletes: bool
+    dry_run: bool
+    def __init__(self, yaml: _Optional[str] = ..., source: _Optional[str] = ..., applied_by: _Optional[str] = ..., allow_deletes: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class ApplyPolicyResponse(_message.Message):
-    __slots__ = ("policy", "changed")
+    __slots__ = ("policy", "changed", "diff", "refusals")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
     policy: PolicyVersion
     changed: bool
-    def __init__(self, policy: _Optional[_Union[PolicyVersion, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+    diff: PolicyDiff
+    refusals: _containers.RepeatedCompositeFieldContainer[PolicyProblem]
+    def __init__(self, policy: _Optional[_Union[PolicyVersion, _Mapping]] = ..., changed: _Optional[bool] = ..., diff: _Optional[_Union[PolicyDiff, _Mapping]] = ..., refusals: _Optional[_Iterable[_Union[PolicyProblem, _Mapping]]] = ...) -> None: ...
+
+class PolicyFieldChange(_message.Message):
+    __slots__ = ("path", "before", "after")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    before: str
+    after: str
+    def __init__(self, path: _Optional[str] = ..., before: _Optional[str] = ..., after: _Optional[str] = ...) -> None: ...
+
+class PolicyChange(_message.Message):
+    __slots__ = ("kind", "name", "action", "fields", "detail", "drains")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    DRAINS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    action: str
+    fields: _containers.RepeatedCompositeFieldContainer[PolicyFieldChange]
+    detail: str
+    drains: bool
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., action: _Optional[str] = ..., fields: _Optional[_Iterable[_Union[PolicyFieldChange, _Mapping]]] = ..., detail: _Optional[str] = ..., drains: _Optional[bool] = ...) -> None: ...
+
+class PolicyDiff(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[PolicyChange]
+    def __init__(self, changes: _Optional[_Iterable[_Union[PolicyChange, _Mapping]]] = ...) -> None: ...
 
 class GetPolicyRequest(_message.Message):
     __slots__ = ("customer", "version")
@@ -1279,3 +1319,51 @@ class StreamEventsRequest(_message.Message):
     customer: str
     model: str
     def __init__(self, since_id: _Optional[int] = ..., tail: _Optional[int] = ..., customer: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class GetUsageRequest(_message.Message):
+    __slots__ = ("customer", "since", "until", "group_by")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    group_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, customer: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., group_by: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UsageRow(_message.Message):
+    __slots__ = ("customer", "model", "tier", "cloud", "nodes", "gpu_hours", "node_hours", "cost_usd")
+    CUSTOMER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    CLOUD_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    NODE_HOURS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    customer: str
+    model: str
+    tier: str
+    cloud: str
+    nodes: int
+    gpu_hours: float
+    node_hours: float
+    cost_usd: float
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., tier: _Optional[str] = ..., cloud: _Optional[str] = ..., nodes: _Optional[int] = ..., gpu_hours: _Optional[float] = ..., node_hours: _Optional[float] = ..., cost_usd: _Optional[float] = ...) -> None: ...
+
+class GetUsageResponse(_message.Message):
+    __slots__ = ("rows", "since", "until", "gpu_hours", "node_hours", "cost_usd")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    NODE_HOURS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[UsageRow]
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    gpu_hours: float
+    node_hours: float
+    cost_usd: float
+    def __init__(self, rows: _Optional[_Iterable[_Union[UsageRow, _Mapping]]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., gpu_hours: _Optional[float] = ..., node_hours: _Optional[float] = ..., cost_usd: _Optional[float] = ...) -> None: ...

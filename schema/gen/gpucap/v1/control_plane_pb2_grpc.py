@@ -159,6 +159,11 @@ class ControlPlaneStub:
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.SerializeToString,
                 response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.FromString,
                 _registered_method=True)
+        self.GetUsage = channel.unary_unary(
+                '/gpucap.v1.ControlPlane/GetUsage',
+                request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=gpucap_dot_v1_dot_control__plane__pb2.GetUsageResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/gpucap.v1.ControlPlane/GetStatus',
                 request_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetStatusRequest.SerializeToString,
@@ -371,6 +376,17 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """Usage metering: GPU-hours, node-hours and cost per customer (and per model, capacity
+        tier or cloud) over [since, until), from the nodes' recorded times: each node from its
+        request to its release, less the time it waited stopped in a warm pool, at its price
+        as of its launch. A bad range or group key is INVALID_ARGUMENT naming the field; an
+        unknown customer is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Daemon.
         """
@@ -520,6 +536,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.Audit,
                     request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.FromString,
                     response_serializer=gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=gpucap_dot_v1_dot_control__plane__pb2.GetUsageRequest.FromString,
+                    response_serializer=gpucap_dot_v1_dot_control__plane__pb2.GetUsageResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1212,6 +1233,33 @@ class ControlPlane:
             '/gpucap.v1.ControlPlane/Audit',
             gpucap_dot_v1_dot_control__plane__pb2.AuditRequest.SerializeToString,
             gpucap_dot_v1_dot_control__plane__pb2.AuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpucap.v1.ControlPlane/GetUsage',
+            gpucap_dot_v1_dot_control__plane__pb2.GetUsageRequest.SerializeToString,
+            gpucap_dot_v1_dot_control__plane__pb2.GetUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,
