@@ -50,6 +50,7 @@ from controlplane.api.reads import Reads
 from controlplane.api.staging import Staging
 from controlplane.api.status import Status
 from controlplane.api.tx import Tx
+from controlplane.api.usage import Usage
 from controlplane.api.views import (
     AppliedPolicy,
     CordonResult,
@@ -194,6 +195,7 @@ class ControlPlaneService:
         self._status = Status(store, clock, job_ticks)
         # The audit lists the clouds through the loop's own resolver (None: no cloud access).
         self._audit = Audit(store, clock, providers)
+        self._usage = Usage(store, clock)
         self.started_at = self._status.started_at
 
     validate_policy = _Part("_policies", Policies.validate)
@@ -230,6 +232,7 @@ class ControlPlaneService:
     list_images = _Part("_images", Images.list)
     list_warm_pools = _Part("_warm", WarmPools.list)
     audit = _Part("_audit", Audit.run)
+    usage = _Part("_usage", Usage.get)
     # One page of a list (AIP-158 keyset pages: what the List RPCs serve).
     models_page = _Part("_reads", Reads.models_page)
     nodes_page = _Part("_reads", Reads.nodes_page)

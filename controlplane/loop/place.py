@@ -284,6 +284,7 @@ def record_launch(
                 idempotency_token=node_id,
                 state=NodeState.PENDING.value,
                 pending_at=now,
+                price_usd_per_hour=pool.price_usd_per_hour,
             )
         )
     record_event(

@@ -65,6 +65,7 @@ from controlplane.store.models import (
     WeightCopy,
 )
 from controlplane.store.transitions import drain_replica, record_unavailable
+from controlplane.store.usage import keep_stop
 from providers.base import (
     TAG_INTENT,
     CloudNode,
@@ -549,6 +550,8 @@ def _move(ctx: LoopContext, n: NodeSnapshot, m: Move) -> None:
         if row is None or row.version != n.version:
             return  # changed under us (e.g. drained); the next tick sees the new state
         row.state = m.to.value
+        if m.to == NodeState.STOPPED:
+            keep_stop(s, row)  # (its last stop's stamps are about to be overwritten)
         setattr(row, f"{m.to.value}_at", now)
         failure = m.failed or m.to == NodeState.FAILED
         if failure:

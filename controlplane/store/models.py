@@ -246,10 +246,27 @@ class Node(Base):
     # without weights, or an intent recorded before this column (its launch_weights_uri,
     # then the policy's origins).
     launch_weights_sources: Mapped[list[str] | None] = mapped_column(JSON)
+    # Its pool's price when the intent was recorded: usage is billed at it, whatever the
+    # pool's price became later (``controlplane.usage``). Null: an intent recorded before
+    # this column (billed at its pool's price).
+    price_usd_per_hour: Mapped[float | None] = mapped_column(Float)
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 
     __mapper_args__ = {"version_id_col": version}
+
+
+class NodeStop(Base):
+    """A stop of a warm pool's node that is over (it was resumed at ``resumed_at``), kept
+    when the node stops again: its row holds only the latest ``stopped_at`` and
+    ``resuming_at``, and usage must not bill the earlier waits (``controlplane.usage``)."""
+
+    __tablename__ = "node_stops"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    stopped_at: Mapped[datetime]
+    resumed_at: Mapped[datetime]
 
 
 class NodePhaseReport(Base):

@@ -1,0 +1,123 @@
+"""The store's edge of usage metering (``controlplane.usage``): the node rows that may bill
+within a range, read as :class:`~controlplane.usage.NodeUse` values, and the one write
+that keeps a node's billing history whole (its earlier stops, before its row's stamps are
+overwritten by the next one).
+
+Usage is derived from these rows on every call, never accumulated in a process: a
+restarted daemon or a new leader reads the same history, so nothing is counted twice or
+lost. No job deletes node rows (gc releases instances and placement groups, and marks
+rows; it never deletes them), so the history is complete; a retention job that deleted
+them would have to keep their usage first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from controlplane.store.models import Model, Node, NodeStop, Pool, Replica
+from controlplane.usage import NodeUse, closed_stop, micros, row_stops
+from schema.catalog import INSTANCE_TYPES_BY_NAME, parse_gpu_shape
+from schema.types import TERMINAL_NODE_STATES
+
+_RELEASED = func.coalesce(Node.terminated_at, Node.failed_at)
+# Stamps a released node's row may carry, latest last: a terminal row without a release
+# stamp (written by hand, or by code before failed_at was stamped on every failure) is
+# taken as released at the latest of them.
+_STAMPS = (
+    "pending_at",
+    "provisioning_at",
+    "running_at",
+    "ready_at",
+    "draining_at",
+    "stopping_at",
+    "stopped_at",
+    "resuming_at",
+    "terminating_at",
+)
+
+
+def _billing_within(customer: str | None, since: datetime, until: datetime) -> ColumnElement[bool]:
+    """Nodes that may bill within [since, until): an instance was made, requested before
+    ``until``, not released before ``since``."""
+    cond = and_(
+        Node.instance_id.is_not(None),
+        Node.pending_at < until,
+        or_(_RELEASED.is_(None), since < _RELEASED),
+    )
+    return and_(cond, Node.customer == customer) if customer is not None else cond
+
+
+def node_uses(
+    s: Session, since: datetime, until: datetime, customer: str | None = None
+) -> list[NodeUse]:
+    """Every node that may bill within [since, until), of ``customer`` (None: all), with
+    its model, tier, GPUs, price as of launch and the stops its rows record."""
+    where = _billing_within(customer, since, until)
+    kept: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
+    for node_id, stopped, resumed in s.execute(
+        select(NodeStop.node_id, NodeStop.stopped_at, NodeStop.resumed_at)
+        .join(Node, NodeStop.node_id == Node.id)
+        .where(where)
+    ):
+        kept[node_id].append((micros(stopped), micros(resumed)))
+    rows = s.execute(
+        select(
+            Node,
+            Model.name,
+            Pool.tier,
+            Pool.gpu_shape,
+            func.coalesce(Node.price_usd_per_hour, Pool.price_usd_per_hour),
+        )
+        .join(Replica, Node.replica_id == Replica.id)
+        .join(Model, Replica.model_id == Model.id)
+        .join(Pool, Node.pool_id == Pool.id)
+        .where(where)
+        .order_by(Node.id)
+    )
+    out = []
+    for n, model, tier, gpu_shape, price in rows:
+        stops = row_stops(_us(n.stopped_at), _us(n.resuming_at))
+        out.append(
+            NodeUse(
+                node_id=n.id,
+                customer=n.customer,
+                model=model,
+                tier=tier,
+                cloud=n.cloud,
+                gpus=_gpus(n.instance_type, gpu_shape),
+                usd_per_hour=float(price),
+                requested=micros(n.pending_at),
+                released=_released(n),
+                stops=(*kept.get(n.id, ()), *stops),
+            )
+        )
+    return out
+
+
+def keep_stop(s: Session, row: Node) -> None:
+    """Called before ``row``'s ``stopped_at`` is written again (it stops once more): the
+    stop its stamps show as over is kept in ``node_stops``, in the same transaction."""
+    if closed_stop(_us(row.stopped_at), _us(row.resuming_at)) is None:
+        return
+    assert row.stopped_at is not None and row.resuming_at is not None
+    s.add(NodeStop(node_id=row.id, stopped_at=row.stopped_at, resumed_at=row.resuming_at))
+
+
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else micros(at)
+
+
+def _released(n: Node) -> int | None:
+    at = n.terminated_at or n.failed_at
+    if at is None and n.state in TERMINAL_NODE_STATES:
+        at = max(s for s in (getattr(n, name) for name in _STAMPS) if s is not None)
+    return _us(at)
+
+
+def _gpus(instance_type: str, gpu_shape: str) -> int:
+    known = INSTANCE_TYPES_BY_NAME.get(instance_type)
+    return known.gpus if known is not None else parse_gpu_shape(gpu_shape).gpus
