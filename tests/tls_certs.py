@@ -4,7 +4,8 @@ CA with a server and a client certificate it signs (mTLS)."""
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,9 +25,10 @@ class CertFiles:
 
 @dataclass(frozen=True)
 class LocalPki:
-    ca: Path  # signs both certificates below
+    ca: Path  # signs every certificate below
     server: CertFiles  # for 127.0.0.1/localhost
     client: CertFiles  # client authentication (mTLS)
+    clients: Mapping[str, CertFiles] = field(default_factory=dict)  # by CN: more clients
 
 
 def self_signed_localhost(directory: Path) -> CertFiles:
@@ -40,7 +42,10 @@ def self_signed_localhost(directory: Path) -> CertFiles:
     return _write(directory, "server", cert, key)
 
 
-def ca_signed_localhost(directory: Path) -> LocalPki:
+def ca_signed_localhost(
+    directory: Path, clients: Mapping[str, Sequence[str]] | None = None
+) -> LocalPki:
+    """``clients``: more client certificates, CN -> its SAN URIs (e.g. a SPIFFE id)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
         _builder("gpucap test CA", "gpucap test CA", ca_key)
@@ -85,6 +90,14 @@ def ca_signed_localhost(directory: Path) -> LocalPki:
         ca=ca_file,
         server=leaf("localhost", ExtendedKeyUsageOID.SERVER_AUTH, LOCALHOST),
         client=leaf("gpucap", ExtendedKeyUsageOID.CLIENT_AUTH, []),
+        clients={
+            cn: leaf(
+                cn,
+                ExtendedKeyUsageOID.CLIENT_AUTH,
+                [x509.UniformResourceIdentifier(u) for u in uris],
+            )
+            for cn, uris in (clients or {}).items()
+        },
     )
 
 

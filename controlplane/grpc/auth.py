@@ -75,11 +75,7 @@ class Authenticator:
             return None
         auth = context.auth_context() or {}
         names = [v.decode() for v in auth.get("x509_common_name", ())]
-        uris = [v.decode() for v in auth.get("peer_uri", ())] or [
-            v.decode()
-            for v in auth.get("x509_subject_alternative_name", ())
-            if v.startswith(b"spiffe://") or b"://" in v
-        ]
+        uris = [v.decode() for v in auth.get("peer_uri", ())]  # (the SAN URIs)
         return role_from_certificate(self._cert_roles, names, uris)
 
     def _token_role(self, header: bytes) -> Role | None:

@@ -54,12 +54,26 @@ class _CallDetails(grpc.ClientCallDetails):
 
 
 def open_channel(
-    addr: str, *, token: str | None = None, ca_file: str | Path | None = None
+    addr: str,
+    *,
+    token: str | None = None,
+    ca_file: str | Path | None = None,
+    cert_file: str | Path | None = None,
+    key_file: str | Path | None = None,
 ) -> grpc.Channel:
     """A channel to the daemon: TLS when ``ca_file`` is given (the CA that signed the
-    server's certificate), plaintext otherwise (the server only allows that on loopback)."""
+    server's certificate), plaintext otherwise (the server only allows that on loopback);
+    with ``cert_file`` and ``key_file``, a client certificate (mTLS) as the credential."""
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("a client certificate needs both a certificate and a key file")
+    if cert_file is not None and ca_file is None:
+        raise ValueError("a client certificate needs TLS: give the server's CA too")
     if ca_file is not None:
-        creds = grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=Path(ca_file).read_bytes(),
+            private_key=None if key_file is None else Path(key_file).read_bytes(),
+            certificate_chain=None if cert_file is None else Path(cert_file).read_bytes(),
+        )
         channel = grpc.secure_channel(addr, creds)
     else:
         channel = grpc.insecure_channel(addr)
@@ -77,11 +91,15 @@ class ControlPlaneClient:
         *,
         token: str | None = None,
         ca_file: str | Path | None = None,
+        cert_file: str | Path | None = None,
+        key_file: str | Path | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.addr = addr
         self.timeout = timeout
-        self.channel = open_channel(addr, token=token, ca_file=ca_file)
+        self.channel = open_channel(
+            addr, token=token, ca_file=ca_file, cert_file=cert_file, key_file=key_file
+        )
         self.stub = pb_grpc.ControlPlaneStub(self.channel)
 
     def __enter__(self) -> ControlPlaneClient:

@@ -647,8 +647,8 @@ def serve(
     Authentication is on when ``auth`` is set, or a shared ``token`` or a client CA is
     given: every call then needs a credential (``controlplane.grpc.auth``) and is
     authorized by its rule (``controlplane.authz``). Off, every caller is admin (loopback
-    only). ``tls_client_ca`` asks clients for certificates signed by it (optional for a
-    client: one may use a token instead), mapped to roles by ``cert_roles``."""
+    only). ``tls_client_ca``: every connection presents a client certificate signed by it,
+    mapped to a role by ``cert_roles`` (a bearer token on the call takes precedence)."""
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("TLS needs both a certificate and a key file")
     tls = tls_cert is not None and tls_key is not None
@@ -697,8 +697,9 @@ def serve(
                 root_certificates=(
                     None if tls_client_ca is None else Path(tls_client_ca).read_bytes()
                 ),
-                # (a client without a certificate may still present a token)
-                require_client_auth=False,
+                # gRPC Python can only require a client certificate or not ask for one:
+                # with a client CA, every connection presents one (a token still wins).
+                require_client_auth=tls_client_ca is not None,
             )
             port = server.add_secure_port(addr, creds)
         else:
