@@ -19,6 +19,7 @@ import contextlib
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from controlplane.tracing import Tracing
 
 log = structlog.get_logger("gpucap.daemon")
+SIGNAL_POLL_S = 0.2  # how soon run_forever acts on a signal
 
 
 class Companion(Protocol):
@@ -103,7 +105,7 @@ class Daemon:
         self.wiring = wiring
         self.telemetry = wiring.telemetry
         self._stop = threading.Event()
-        self._reload = threading.Event()
+        self._signals: deque[int] = deque()  # received, not yet acted on (run_forever)
         self.clock = clock
         self.store: Store | None = None
         self.service: ControlPlaneService | None = None
@@ -201,24 +203,38 @@ class Daemon:
         )
 
     def run_forever(self) -> None:
-        """Block until SIGTERM/SIGINT (installed here: only the main thread may)."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-        with contextlib.suppress(AttributeError, ValueError):
-            signal.signal(signal.SIGHUP, lambda *_: self._reload.set())
+        """Block until SIGTERM/SIGINT (installed here: only the main thread may).
+
+        The handlers only append the signal to a deque; this loop logs and acts on it. A
+        handler runs on the main thread between two bytecodes of whatever it interrupted,
+        possibly a log write blocked on a full stderr pipe while holding the log's lock:
+        logging, or setting an Event (a lock too), from the handler would deadlock there."""
+        for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                signal.signal(sig, self._on_signal)
         while not self._stop.is_set():
-            self._stop.wait(0.5)
-            if self._reload.is_set():
-                self._reload.clear()
-                self.apply_policies()
+            self._stop.wait(SIGNAL_POLL_S)
+            self._take_signals()
         self.stop()
+        # Signals during the stop change nothing (it is under way); say they came.
+        late = [signal.Signals(s).name for s in self._signals]
+        if late:
+            log.info("daemon.signals_during_stop", signals=late)
 
     def request_stop(self) -> None:
         self._stop.set()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        log.info("daemon.stopping", signal=signal.Signals(signum).name)
-        self._stop.set()
+        self._signals.append(signum)  # (deque.append: atomic, takes no lock)
+
+    def _take_signals(self) -> None:
+        while self._signals and not self._stop.is_set():
+            signum = self._signals.popleft()
+            if signum == getattr(signal, "SIGHUP", None):
+                self.apply_policies()
+            else:
+                log.info("daemon.stopping", signal=signal.Signals(signum).name)
+                self._stop.set()
 
     def stop(self) -> None:
         if self._scheduler is not None:
