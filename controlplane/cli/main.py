@@ -20,6 +20,7 @@ from controlplane.cli import (
     read,
     simulate,
     staging,
+    usage,
     warm,
 )
 
@@ -46,6 +47,7 @@ staging.register(app)
 images.register(app)
 warm.register(app)
 audit.register(app)
+usage.register(app)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from controlplane.api import (
 )
 from controlplane.api.images import ImageView
 from controlplane.api.staging import CopyView, SiteView, StagingView
+from controlplane.api.usage import UsageView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.api.warm import WarmPoolsView, WarmPoolView
 from controlplane.audit import AuditReport, Category, Finding, SiteReport
@@ -702,4 +703,27 @@ def audit_instance(c: CloudNode) -> pb.AuditInstance:
         zone=c.zone,
         instance_type=c.instance_type,
         customer=c.tags.get(TAG_CUSTOMER, ""),
+    )
+
+
+def usage(view: UsageView) -> pb.GetUsageResponse:
+    return pb.GetUsageResponse(
+        rows=[
+            pb.UsageRow(
+                customer=r.customer,
+                model=r.model,
+                tier=r.tier,
+                cloud=r.cloud,
+                nodes=r.nodes,
+                gpu_hours=r.gpu_hours,
+                node_hours=r.node_hours,
+                cost_usd=r.cost_usd,
+            )
+            for r in view.rows
+        ],
+        since=ts(view.since),
+        until=ts(view.until),
+        gpu_hours=view.gpu_hours,
+        node_hours=view.node_hours,
+        cost_usd=view.cost_usd,
     )

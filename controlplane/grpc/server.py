@@ -515,6 +515,19 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
         )
 
     @_unary
+    def GetUsage(
+        self, request: pb.GetUsageRequest, context: grpc.ServicerContext
+    ) -> pb.GetUsageResponse:
+        return convert.usage(
+            self.svc.usage(
+                request.customer or None,
+                convert.datetime_arg("since", request.since) if request.HasField("since") else None,
+                convert.datetime_arg("until", request.until) if request.HasField("until") else None,
+                list(request.group_by),
+            )
+        )
+
+    @_unary
     def GetStatus(self, request: pb.GetStatusRequest, context: grpc.ServicerContext) -> pb.Status:
         return convert.status(self.svc.status())
 
