@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.read import CustomerOption
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -24,7 +25,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -66,8 +66,8 @@ def audit(
     request = pb.AuditRequest(account=account or "", customer=customer or "")
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.AuditResponse = c.stub.Audit(request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
     else:
         _print(resp)
     if not resp.clean:

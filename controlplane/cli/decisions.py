@@ -13,6 +13,7 @@ import typer
 from google.protobuf.timestamp_pb2 import Timestamp
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -24,7 +25,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
 )
 from controlplane.decider_code import UNKNOWN
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -120,8 +120,8 @@ def list_decisions(
         request.since.FromDatetime(parse_since(since))
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ListDecisionsResponse = c.stub.ListDecisions(request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     table = Table("ID", "WHEN (UTC)", "CUSTOMER", "MODEL", "KIND", "DESIRED", "REASON", "DETAIL")
     for d in resp.decisions:
@@ -152,8 +152,8 @@ def replay(
         resp: pb.ReplayDecisionResponse = c.stub.ReplayDecision(
             pb.ReplayDecisionRequest(id=decision_id), timeout=c.timeout
         )
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     d = resp.decision
     out = console()

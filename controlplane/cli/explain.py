@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import typer
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -24,7 +25,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
     resolve_model,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -57,8 +57,8 @@ def explain(
         resp: pb.ExplainModelResponse = c.stub.ExplainModel(
             pb.ExplainModelRequest(customer=customer, model=name), timeout=c.timeout
         )
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     table = Table("POOL", "TIER", "$/H", "READY IN", "FROM", *PHASE_TITLES.values(), "NOW")
     for p in resp.pools:

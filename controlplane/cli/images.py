@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.pages import all_pages
 from controlplane.cli.read import CustomerOption, _when
 from controlplane.cli.remote import (
@@ -23,7 +24,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -56,8 +56,8 @@ def images(
             customer=customer or "", cloud=cloud or "", region=region or ""
         )
         resp: pb.ListImagesResponse = all_pages(c.stub.ListImages, request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     table = Table(
         "KEY", "RUNTIME IMAGE", "IMAGE", "STATE", "V", "READY", "USE", "DIGEST", "LAST ERROR"

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from controlplane.cli.output import print_data
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -28,7 +29,6 @@ from controlplane.cli.remote import (
     TokenOption,
     daemon,
     fail,
-    print_json,
     resolve_model,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -72,8 +72,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _show_model(m: pb.Model, output: Output) -> None:
-    if output == Output.JSON:
-        print_json(m)
+    if output.structured:
+        print_data(m, output)
         return
     pin = f"pinned to {m.pinned_replicas}" if m.HasField("pinned_replicas") else "not pinned"
     state = "paused" if m.paused else "autoscaling"
@@ -186,8 +186,8 @@ def _set_cordoned(
             pb.CordonPoolsRequest(selector=selector, cordoned=cordoned, reason=reason),
             timeout=c.timeout,
         )
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     verb = "cordoned" if cordoned else "uncordoned"
     unchanged = resp.matched - len(resp.changed)
@@ -216,8 +216,8 @@ def _cordon_one(
             pb.CordonPoolRequest(pool_id=pool, cordoned=cordoned, reason=reason),
             timeout=c.timeout,
         )
-    if output == Output.JSON:
-        print_json(p)
+    if output.structured:
+        print_data(p, output)
     else:
         typer.echo(f"{p.id}: {'cordoned' if p.cordoned else 'schedulable'}")
 
@@ -277,7 +277,7 @@ def drain(
         resp: pb.DrainNodeResponse = c.stub.DrainNode(
             pb.DrainNodeRequest(node_id=node, reason=reason, immediate=now), timeout=c.timeout
         )
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     typer.echo(resp.message)

@@ -4,7 +4,6 @@ json``; ``events --follow`` and ``endpoints --watch`` stream until Ctrl-C."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +15,8 @@ import typer
 from google.protobuf.timestamp_pb2 import Timestamp
 from rich.table import Table
 
+from controlplane.cli.listing import DEFAULT_INTERVAL_S, IntervalOption, WatchOption, show_list
+from controlplane.cli.output import print_data, print_item
 from controlplane.cli.pages import all_pages
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -30,8 +31,6 @@ from controlplane.cli.remote import (
     console,
     daemon,
     fail,
-    print_json,
-    to_dict,
 )
 from controlplane.grpc.client import ControlPlaneClient
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -90,8 +89,8 @@ def status(
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
         st: pb.Status = c.stub.GetStatus(pb.GetStatusRequest(), timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(st)
+    if output.structured:
+        print_data(st, output)
         return
     out = console()
     out.print(
@@ -125,16 +124,30 @@ def models(
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    watch: WatchOption = False,
+    interval: IntervalOption = DEFAULT_INTERVAL_S,
 ) -> None:
-    with daemon(addr, token, ca, timeout) as c:
-        resp: pb.ListModelsResponse = all_pages(
-            c.stub.ListModels,
-            pb.ListModelsRequest(customer=customer or "", include_deleted=include_deleted),
-            timeout=c.timeout,
-        )
-    if output == Output.JSON:
-        print_json(resp)
-        return
+    request = pb.ListModelsRequest(customer=customer or "", include_deleted=include_deleted)
+
+    def fetch(c: ControlPlaneClient) -> pb.ListModelsResponse:
+        resp: pb.ListModelsResponse = all_pages(c.stub.ListModels, request, timeout=c.timeout)
+        return resp
+
+    show_list(
+        fetch,
+        models_table,
+        ("CUSTOMER", "MODEL"),
+        addr=addr,
+        token=token,
+        ca=ca,
+        timeout=timeout,
+        output=output,
+        watch=watch,
+        interval=interval,
+    )
+
+
+def models_table(resp: pb.ListModelsResponse, wide: bool = False) -> Table:
     several = any(len(m.spec.shapes) > 1 for m in resp.models)
     table = Table(
         "CUSTOMER",
@@ -155,6 +168,9 @@ def models(
             else None
         ),
     )
+    if wide:
+        table.add_column("SHAPES")
+        table.add_column("UPDATED")
     for m in resp.models:
         override = []
         if m.HasField("pinned_replicas"):
@@ -175,8 +191,9 @@ def models(
             f"{m.spec.min_replicas}..{m.spec.max_replicas}",
             " ".join(override) or "-",
             m.reason or "-",
+            *([" ".join(sh.shape for sh in m.spec.shapes), _when(m.updated_at)] if wide else []),
         )
-    console().print(table)
+    return table
 
 
 def _node_state(n: pb.Node) -> str:
@@ -203,6 +220,8 @@ def nodes(
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    watch: WatchOption = False,
+    interval: IntervalOption = DEFAULT_INTERVAL_S,
 ) -> None:
     request = pb.ListNodesRequest(
         customer=customer or "",
@@ -211,11 +230,26 @@ def nodes(
         pool_id=pool or "",
         include_terminal=include_terminal,
     )
-    with daemon(addr, token, ca, timeout) as c:
+
+    def fetch(c: ControlPlaneClient) -> pb.ListNodesResponse:
         resp: pb.ListNodesResponse = all_pages(c.stub.ListNodes, request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
-        return
+        return resp
+
+    show_list(
+        fetch,
+        nodes_table,
+        ("NODE", "MODEL", "INSTANCE ID"),
+        addr=addr,
+        token=token,
+        ca=ca,
+        timeout=timeout,
+        output=output,
+        watch=watch,
+        interval=interval,
+    )
+
+
+def nodes_table(resp: pb.ListNodesResponse, wide: bool = False) -> Table:
     now = datetime.now(UTC)
     table = Table(
         "NODE",
@@ -231,6 +265,9 @@ def nodes(
         "BOOT",
         "ERROR",
     )
+    if wide:
+        for header in ("ACCOUNT", "POOL", "REPLICA", "PRIVATE IP", "ATTEMPTS"):
+            table.add_column(header)
     for n in resp.nodes:
         since = getattr(n, f"{n.state}_at", None) if n.state else None
         table.add_row(
@@ -246,9 +283,14 @@ def nodes(
             _when(since, now) if isinstance(since, Timestamp) else "-",
             n.phases[-1].phase if n.phases else "-",
             n.error or "-",
+            *(
+                [n.account, n.pool_id, n.replica_id or "-", n.private_ip or "-", str(n.attempts)]
+                if wide
+                else []
+            ),
             style="red" if n.state == "failed" else None,
         )
-    console().print(table)
+    return table
 
 
 def pools(
@@ -262,15 +304,32 @@ def pools(
     ca: CaOption = None,
     output: OutputOption = Output.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    watch: WatchOption = False,
+    interval: IntervalOption = DEFAULT_INTERVAL_S,
 ) -> None:
     request = pb.ListPoolsRequest(
         customer=customer or "", cloud=cloud or "", include_inactive=include_inactive
     )
-    with daemon(addr, token, ca, timeout) as c:
+
+    def fetch(c: ControlPlaneClient) -> pb.ListPoolsResponse:
         resp: pb.ListPoolsResponse = all_pages(c.stub.ListPools, request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
-        return
+        return resp
+
+    show_list(
+        fetch,
+        pools_table,
+        ("POOL",),
+        addr=addr,
+        token=token,
+        ca=ca,
+        timeout=timeout,
+        output=output,
+        watch=watch,
+        interval=interval,
+    )
+
+
+def pools_table(resp: pb.ListPoolsResponse, wide: bool = False) -> Table:
     table = Table(
         "POOL",
         "CLOUD",
@@ -283,6 +342,9 @@ def pools(
         "STATUS",
         "NODES",
     )
+    if wide:
+        for header in ("ACCOUNT", "OWNER", "ZONES", "RESERVATION"):
+            table.add_column(header)
     now = datetime.now(UTC)
     for p in resp.pools:
         flags = []
@@ -308,9 +370,10 @@ def pools(
             str(p.committed),
             ", ".join(flags) or "ok",
             _by_state(p.nodes_by_state),
+            *([p.account, p.owner, " ".join(p.zones) or "-", p.reservation or "-"] if wide else []),
             style="yellow" if flags else None,
         )
-    console().print(table)
+    return table
 
 
 def events(
@@ -337,8 +400,8 @@ def events(
     )
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ListEventsResponse = c.stub.ListEvents(request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     table = Table("ID", "TIME", "SEVERITY", "KIND", "CUSTOMER", "MODEL", "MESSAGE")
     for e in resp.events:
@@ -372,8 +435,8 @@ def _follow(
     out = console()
     with _streaming(addr, token, ca, timeout) as c:
         for e in c.stream_events(request):
-            if output == Output.JSON:
-                typer.echo(json.dumps(to_dict(e)))
+            if output.structured:
+                print_item(e, output)
             else:
                 out.print(
                     "  ".join(_event_row(e)),
@@ -423,8 +486,8 @@ def endpoints(
     request = pb.ListEndpointsRequest(customer=customer or "", model=model or "")
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ListEndpointsResponse = all_pages(c.stub.ListEndpoints, request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     console().print(_endpoints_table(resp.endpoints))
 
@@ -443,8 +506,8 @@ def _watch_endpoints(
     out = console()
     with _streaming(addr, token, ca, timeout) as c:
         for snap in c.watch_endpoints(request):
-            if output == Output.JSON:
-                typer.echo(json.dumps(to_dict(snap)))
+            if output.structured:
+                print_item(snap, output)
                 continue
             change = (
                 f" (+{len(snap.added)} -{len(snap.removed)})" if snap.added or snap.removed else ""

@@ -4,23 +4,25 @@ a failed call into a one-line error and a non-zero exit instead of a traceback."
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import grpc
 import typer
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from rich.console import Console
 
+from controlplane.cli.output import Output, print_data, to_data
 from controlplane.cli.pages import all_pages
-from controlplane.grpc.client import ControlPlaneClient, error_details, format_problem
-from controlplane.grpc.server import DEFAULT_ADDR
+from controlplane.grpc.client import (
+    DEFAULT_ADDR,
+    ControlPlaneClient,
+    error_details,
+    format_problem,
+)
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 ADDR_ENV = "GPUCAP_ADDR"
@@ -30,11 +32,6 @@ CA_ENV = "GPUCAP_CA"
 # Exit codes: 1 the daemon rejected the request, 2 usage (typer's), 3 daemon unreachable.
 EXIT_REJECTED = 1
 EXIT_UNREACHABLE = 3
-
-
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 AddrOption = Annotated[
@@ -62,7 +59,10 @@ CaOption = Annotated[
     ),
 ]
 OutputOption = Annotated[
-    Output, typer.Option("--output", "-o", help="Human table, or JSON for machines.")
+    Output,
+    typer.Option(
+        "--output", "-o", help="Human table (wide: more columns), or JSON or YAML for machines."
+    ),
 ]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the daemon.")
@@ -128,17 +128,11 @@ def explain(exc: grpc.RpcError, addr: str) -> NoReturn:
     fail(f"{code.name.lower().replace('_', ' ')}: {detail}")
 
 
-def to_dict(message: Message) -> dict[str, Any]:
-    return MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
+to_dict = to_data
 
 
 def print_json(message: Message | dict[str, Any] | list[Any]) -> None:
-    data = to_dict(message) if isinstance(message, Message) else message
-    if isinstance(data, dict) and data.get("next_page_token") == "":
-        del data["next_page_token"]  # (a list's pages merged: there is no next one)
-    typer.echo(json.dumps(data, indent=2, sort_keys=False))
+    print_data(message, Output.JSON)
 
 
 ModelArgument = Annotated[str, typer.Argument(help="customer/model, or model if unambiguous.")]

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.pages import all_pages
 from controlplane.cli.read import CustomerOption
 from controlplane.cli.remote import (
@@ -23,7 +24,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
     resolve_model,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -52,8 +52,8 @@ def staging(
             customer, name = resolve_model(c, model)
         request = pb.ListStagingRequest(customer=customer or "", model=name)
         resp: pb.ListStagingResponse = all_pages(c.stub.ListStaging, request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     copies = Table("MODEL", "SITE", "STATE", "PROGRESS", "GB", "$/MONTH", "WHY", "LAST ERROR")
     for x in resp.copies:

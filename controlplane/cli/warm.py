@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from controlplane.cli.output import print_data
 from controlplane.cli.pages import merge, pages
 from controlplane.cli.read import CustomerOption, _when
 from controlplane.cli.remote import (
@@ -25,7 +26,6 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -56,8 +56,8 @@ def warm(
     resp: pb.ListWarmPoolsResponse = merge(got)  # the totals: over every page
     resp.nodes = sum(p.nodes for p in got)
     resp.usd_per_hour = sum(p.usd_per_hour for p in got)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
         return
     if not resp.pools:
         typer.echo("no warm pools (no model's policy has warm_pool)")

@@ -16,6 +16,7 @@ from grpc_status import rpc_status
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
 
+DEFAULT_ADDR = "127.0.0.1:50051"  # where the daemon listens and the CLI dials by default
 DEFAULT_TIMEOUT_S = 10.0
 
 

@@ -46,13 +46,13 @@ from controlplane.api_tokens import TokenAuthenticator
 from controlplane.authz import CertRoles
 from controlplane.grpc import convert
 from controlplane.grpc.auth import Authenticator, AuthInterceptor
+from controlplane.grpc.client import DEFAULT_ADDR
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
 from schema.policy_file import PolicyError, PolicyRefused
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_ADDR = "127.0.0.1:50051"
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ControlPlane"].full_name
 # How often an idle stream (StreamEvents, WatchEndpoints) looks at the store again (the
 # default of serve's stream_poll_s). Half a second keeps `gpucap events --follow` and

@@ -63,9 +63,9 @@ def test_staging_shows_each_copy_with_progress_and_each_sites_budget(
     west = by_region["us-west-2"]
     assert west["state"] == "failed" and "quota" in west["error"] and "retry_at" in west
     sites = {s["region"]: s for s in data["sites"]}
-    assert sites["us-east-1"]["used_bytes"] == str(8 * GB)  # (int64 is a string in JSON)
-    assert sites["us-west-2"]["used_bytes"] == "0"  # a failed copy holds nothing
-    assert sites["us-east-1"]["budget_bytes"] == str(GB)
+    assert sites["us-east-1"]["used_bytes"] == 8 * GB  # (int64: a number, not protobuf's string)
+    assert sites["us-west-2"]["used_bytes"] == 0  # a failed copy holds nothing
+    assert sites["us-east-1"]["budget_bytes"] == GB
     assert sites["us-east-1"]["prefix_uri"] == "s3://acme-weights-us-east-1/gpucap-weights/"
 
     table = gpucap("staging")
