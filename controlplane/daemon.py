@@ -437,19 +437,34 @@ class Daemon:
             grpc_server.set_serving(self.readiness().ready)
 
     def _start_metrics(self) -> None:
+        from controlplane.grpc.server import InsecureBindError
+
         addr = self.config.metrics_addr
         if not addr:
             return
         host, _, port = addr.rpartition(":")
         assert self.service is not None
+        # The gRPC API's TLS and token: off loopback the same rule holds for this port.
+        g = self.config.grpc
+        token = Path(g.token_file).read_text().strip() if g.token_file else None
         wsgi = http_endpoint.app(
             self.telemetry.registry,
             self.service.report_node_phase,
             self.service.prometheus_sd,
             ready=self.readiness,
+            authorize=http_endpoint.bearer_token(token) if token else None,
         )
         try:
-            server, _thread = http_endpoint.serve(host or "127.0.0.1", int(port), wsgi)
+            server, _thread = http_endpoint.serve(
+                host.strip("[]") or "127.0.0.1",
+                int(port),
+                wsgi,
+                tls_cert=g.tls_cert,
+                tls_key=g.tls_key,
+                authenticated=token is not None,
+            )
+        except InsecureBindError as exc:
+            raise InsecureBindError(f"metrics_addr (/metrics): {exc}") from exc
         except OSError as exc:
             raise OSError(
                 f"cannot listen on {addr} for /metrics: {exc.strerror or exc} "

@@ -46,7 +46,7 @@ def load_account_file(path: str | Path) -> LoadedAccount:
 
 def parse_account(text: str, source: str = "<account>") -> LoadedAccount:
     """Parse and validate; raise :class:`PolicyError` listing every problem found."""
-    spec, doc = parse_yaml_model(text, AccountFile, source)
+    spec, doc = parse_yaml_model(text, AccountFile, source, kind="Account")
     problems = [locate(doc, p, source) for p in account_problems(spec)]
     if problems:
         raise PolicyError(problems)

@@ -157,7 +157,7 @@ def _problems(c: Clouds, with_policy: bool) -> Iterator[Problem]:
 def parse_clouds(text: str, source: str = "<clouds>", with_policy: bool = False) -> Clouds:
     """Parse and validate; raise :class:`CloudsError` listing every problem with its line."""
     try:
-        clouds, doc = parse_yaml_model(text, Clouds, source)
+        clouds, doc = parse_yaml_model(text, Clouds, source, kind="Clouds")
     except PolicyError as exc:
         raise CloudsError(exc.problems) from exc
     problems = [locate(doc, p, source) for p in clouds_problems(clouds, with_policy)]

@@ -303,7 +303,7 @@ def fleet_problems(fleet: Fleet) -> list[Problem]:
 def parse_fleet(text: str, source: str = "<fleet>") -> Fleet:
     """Parse and validate; raise :class:`FleetError` listing every problem with its line."""
     try:
-        fleet, doc = parse_yaml_model(text, Fleet, source)
+        fleet, doc = parse_yaml_model(text, Fleet, source, kind="Fleet")
     except PolicyError as exc:
         raise FleetError(exc.problems) from exc
     problems = [locate(doc, p, source) for p in fleet_problems(fleet)]

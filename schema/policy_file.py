@@ -7,6 +7,7 @@ error location such as ``("models", 1, "max_replicas")`` maps back to the line a
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -147,7 +148,17 @@ def parse_yaml_model(
     value, problems = validate_document(doc, model, source, kind=kind)
     if value is None:
         raise PolicyError(problems)
+    if kind and unversioned_warning(doc, kind, source):
+        # Shown as "FILE:1: UnversionedFileWarning: ..." (a daemon logs it as a log line).
+        warnings.warn_explicit(
+            UnversionedFileWarning(_unversioned(kind)), UnversionedFileWarning, source, 1
+        )
     return value, doc
+
+
+class UnversionedFileWarning(FutureWarning):
+    """A file without ``apiVersion`` and ``kind``: read as the current version, for now.
+    (A FutureWarning: Python shows those to users by default.)"""
 
 
 def validate_document(
@@ -194,10 +205,13 @@ def unversioned_warning(doc: CommentedMap, kind: str, source: str) -> str | None
     """The deprecation warning for a file without ``apiVersion`` and ``kind``, or None."""
     if any(key in doc for key in HEADER_KEYS):
         return None
+    return f"{source}: warning: {_unversioned(kind)}"
+
+
+def _unversioned(kind: str) -> str:
     return (
-        f"{source}: warning: no apiVersion and kind; read as apiVersion {API_VERSION}, "
-        f"kind {kind} (deprecated: add 'apiVersion: {API_VERSION}' and 'kind: {kind}' "
-        "at the top)"
+        f"no apiVersion and kind; read as apiVersion {API_VERSION}, kind {kind} (deprecated: "
+        f"add 'apiVersion: {API_VERSION}' and 'kind: {kind}' at the top)"
     )
 
 

@@ -67,7 +67,7 @@ def daemon(
             err.print(f"{config}: cannot read: {exc}")
             raise typer.Exit(2) from exc
         try:
-            cfg, _ = parse_yaml_model(text, DaemonConfig, str(config))
+            cfg, _ = parse_yaml_model(text, DaemonConfig, str(config), kind="DaemonConfig")
         except PolicyError as exc:
             for p in exc.problems:
                 err.print(str(p), markup=False, highlight=False)

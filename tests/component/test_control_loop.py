@@ -271,7 +271,9 @@ def test_deleted_model_releases_every_node(loop, world, store):
     run(ctl, clock, 15)
     assert live_nodes(store, "coder-32b")
     policy = POLICY.replace("  - name: coder-32b", "  - name: coder-gone", 1)
-    ControlPlaneService(store).apply_policy(policy, source="demo", applied_by="test")
+    ControlPlaneService(store).apply_policy(
+        policy, source="demo", applied_by="test", allow_deletes=True
+    )
     run(ctl, clock, 10)
     assert live_nodes(store, "coder-32b") == []
     assert_no_leak(store, sim)
@@ -291,7 +293,9 @@ def test_policy_that_drops_a_cloud_moves_replicas_out(loop, world, store):
     narrowed = POLICY.replace(
         "    latency_slo_ms: 1500\n", "    latency_slo_ms: 1500\n    clouds: [aws]\n", 1
     )
-    ControlPlaneService(store).apply_policy(narrowed, source="demo", applied_by="test")
+    ControlPlaneService(store).apply_policy(
+        narrowed, source="demo", applied_by="test", allow_deletes=True
+    )
     run(ctl, clock, 20)
     nodes = live_nodes(store, "llama-70b")
     assert nodes and {n.cloud for n in nodes} == {"aws"}

@@ -70,10 +70,11 @@ def test_usage_table(gpucap: Gpucap, metered: Daemon) -> None:
 
 
 def test_a_range_given_as_a_duration_ago(gpucap: Gpucap, metered: Daemon) -> None:
-    """The fleet's only node still held is n-running: the last 24 h bill it alone."""
+    """The nodes still held (n-running, 1 GPU; n-resumed, 8) bill the last 24 h whole;
+    n-done, released in January, none of it."""
     data = json.loads(gpucap("usage", "--since", "24h", "-o", "json").stdout)
     [row] = data["rows"]
-    assert row["nodes"] == 1 and row["gpu_hours"] == pytest.approx(24.0, rel=1e-3)
+    assert row["nodes"] == 2 and row["gpu_hours"] == pytest.approx(24.0 * 9, rel=1e-3)
 
 
 def test_bad_input_names_the_field(gpucap: Gpucap, metered: Daemon) -> None:

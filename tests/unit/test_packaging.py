@@ -424,9 +424,11 @@ def test_the_pod_probes_and_ports_are_the_daemons() -> None:
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     config = _daemon_config(docs)
     assert ports == {"grpc": _port(config.grpc.addr), "http": _port(config.metrics_addr)}
-    assert c["livenessProbe"]["httpGet"] == {"path": HEALTHZ_PATH, "port": "http"}
-    assert c["startupProbe"]["httpGet"] == {"path": HEALTHZ_PATH, "port": "http"}
-    assert c["readinessProbe"]["httpGet"] == {"path": READYZ_PATH, "port": "http"}
+    # Off loopback the daemon's HTTP port is TLS only (http_endpoint.serve); probes are open.
+    https = {"scheme": "HTTPS", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": HEALTHZ_PATH, **https}
+    assert c["startupProbe"]["httpGet"] == {"path": HEALTHZ_PATH, **https}
+    assert c["readinessProbe"]["httpGet"] == {"path": READYZ_PATH, **https}
     runtime = stages()[-1]
     cmd = _exec_form(next(a for i, a in runtime if i == "CMD"))
     assert c["args"] == cmd  # the image's entrypoint + the chart's args: the daemon
@@ -477,7 +479,9 @@ def test_the_pod_runs_unprivileged_on_a_read_only_root_with_secrets_by_reference
 
 def _daemon_config(docs: list[dict[str, Any]]) -> DaemonConfig:
     (cm,) = [d for d in by_kind(docs)["ConfigMap"] if d["metadata"]["name"].endswith("-config")]
-    config, _ = parse_yaml_model(cm["data"]["daemon.yaml"], DaemonConfig, "daemon.yaml")
+    text = cm["data"]["daemon.yaml"]
+    config, _ = parse_yaml_model(text, DaemonConfig, "daemon.yaml", kind="DaemonConfig")
+    assert "apiVersion: gpucap.dev/v1" in text.splitlines()  # (versioned: no warning)
     return config
 
 
