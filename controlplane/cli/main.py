@@ -61,6 +61,11 @@ COMMANDS = (
         "lost and duplicated instances. Exit 4 unless clean.",
     ),
     _m(
+        "usage",
+        usage="GPU-hours, node-hours and cost per customer (--by model, tier or cloud), from "
+        "each node's request to its release, less warm-pool stops.",
+    ),
+    _m(
         "decisions",
         decisions="Recorded autoscaler and placement decisions; `replay ID` re-runs one.",
     ),
@@ -69,6 +74,10 @@ COMMANDS = (
     _m("account", account="Cloud accounts: preflight checks."),
     _m("bootstrap", bootstrap="What a new node boots with (its user data)."),
     _m("demo", demo="Act on the running demo (`gpucap daemon --demo`)."),
+    _m(
+        "token",
+        token="API tokens: create (the secret is shown once), list, revoke. Works on the database.",
+    ),
 )
 
 app = typer.Typer(
