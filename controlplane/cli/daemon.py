@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -11,6 +11,9 @@ from rich.console import Console
 from controlplane.telemetry import configure_logging
 from schema.daemon_config import DaemonConfig, GrpcConfig
 from schema.policy_file import PolicyError, parse_yaml_model
+
+if TYPE_CHECKING:
+    from controlplane.daemon import Daemon
 
 err = Console(stderr=True)
 DEMO_DB = "demo.db"  # the demo's SQLite file in its state directory (demo/wiring.py)
@@ -52,6 +55,14 @@ def daemon(
         str | None,
         typer.Option("--database-url", help="Override the store's database URL."),
     ] = None,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth",
+            help="Authenticate and authorize every call (grpc.auth); with --demo, write an "
+            "admin token and one per demo customer to files (named at start).",
+        ),
+    ] = False,
 ) -> None:
     """Run the daemon: metrics -> autoscaler -> placement -> reconciler -> providers."""
     from controlplane.daemon import Daemon, cloud_wiring
@@ -82,6 +93,8 @@ def daemon(
         cfg = cfg.model_copy(update={"sim_state": str(sim_state.resolve())})
     if database_url is not None:
         cfg = cfg.model_copy(update={"database_url": database_url})
+    if auth:
+        cfg = cfg.model_copy(update={"grpc": GrpcConfig(**{**cfg.grpc.model_dump(), "auth": True})})
     configure_logging(cfg.log_level, json=log_format == "json")
 
     if demo:
@@ -116,6 +129,8 @@ def daemon(
         err.print(f"gpucap daemon: cannot start: {exc}", markup=False, highlight=False)
         d.stop()
         raise typer.Exit(1) from exc
+    if demo and auth:
+        _announce_demo_tokens(d, demo_dir)
     if demo:
         err.print(
             f"[bold green]gpucap demo running[/] — gRPC {cfg.grpc.addr}, metrics "
@@ -125,3 +140,20 @@ def daemon(
             "engine. Ctrl-C stops."
         )
     d.run_forever()
+
+
+def _announce_demo_tokens(d: Daemon, demo_dir: Path) -> None:
+    from datetime import UTC, datetime
+
+    from controlplane.demo.auth import write_demo_tokens
+
+    assert d.store is not None
+    files = write_demo_tokens(d.store, demo_dir, datetime.now(UTC))
+    lines = "\n".join(f"  {role:<24} {path}" for role, path in files.items())
+    err.print(
+        "[bold]authorization on[/]: every call needs a token. One per role, each in a file:\n"
+        f"{lines}\n"
+        f"e.g. [bold]GPUCAP_TOKEN_FILE={files['admin']} gpucap status[/]",
+        highlight=False,
+        soft_wrap=True,  # (paths whole, for copying)
+    )

@@ -4,6 +4,7 @@ a failed call into a one-line error and a non-zero exit instead of a traceback."
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,12 @@ from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 ADDR_ENV = "GPUCAP_ADDR"
 TOKEN_ENV = "GPUCAP_TOKEN"
+# A file holding the token (e.g. one `gpucap daemon --demo --auth` wrote), when no
+# --token/$GPUCAP_TOKEN is given: a secret in a file stays out of shell history and `ps`.
+TOKEN_FILE_ENV = "GPUCAP_TOKEN_FILE"
+# A client certificate and its key (PEM files), for a daemon that maps certificates to roles.
+CLIENT_CERT_ENV = "GPUCAP_CLIENT_CERT"
+CLIENT_KEY_ENV = "GPUCAP_CLIENT_KEY"
 CA_ENV = "GPUCAP_CA"
 
 # Exit codes: 1 the daemon rejected the request, 2 usage (typer's), 3 daemon unreachable.
@@ -44,7 +51,8 @@ TokenOption = Annotated[
         "--token",
         envvar=TOKEN_ENV,
         show_default=False,
-        help="API token, when the daemon requires one (sent as a bearer token).",
+        help="API token, when the daemon requires one (sent as a bearer token; else "
+        f"${TOKEN_FILE_ENV} names a file holding it).",
     ),
 ]
 CaOption = Annotated[
@@ -87,13 +95,32 @@ def fail(message: str, code: int = EXIT_REJECTED) -> NoReturn:
     raise typer.Exit(code)
 
 
+def token_from_file() -> str | None:
+    """The token in ``$GPUCAP_TOKEN_FILE`` (None: the variable is unset)."""
+    path = os.environ.get(TOKEN_FILE_ENV)
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        fail(f"${TOKEN_FILE_ENV}: cannot read {path}: {exc.strerror or exc}", 2)
+
+
 @contextmanager
 def daemon(
     addr: str, token: str | None, ca: Path | None, timeout: float = DEFAULT_TIMEOUT_S
 ) -> Iterator[ControlPlaneClient]:
     """A connected client; any failed call exits with a clear message, never a traceback."""
+    token = token or token_from_file()
     try:
-        client = ControlPlaneClient(addr, token=token, ca_file=ca, timeout=timeout)
+        client = ControlPlaneClient(
+            addr,
+            token=token,
+            ca_file=ca,
+            cert_file=os.environ.get(CLIENT_CERT_ENV) or None,
+            key_file=os.environ.get(CLIENT_KEY_ENV) or None,
+            timeout=timeout,
+        )
     except (OSError, ValueError) as exc:
         fail(f"cannot connect to {addr}: {exc}", EXIT_UNREACHABLE)
     try:
@@ -114,7 +141,10 @@ def explain(exc: grpc.RpcError, addr: str) -> NoReturn:
             EXIT_UNREACHABLE,
         )
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        fail(f"the daemon at {addr} refused the token: set --token or ${TOKEN_ENV}")
+        fail(
+            f"the daemon at {addr} refused the credential ({detail}): set --token, "
+            f"${TOKEN_ENV} or ${TOKEN_FILE_ENV}"
+        )
     details = error_details(exc)
     if details.policy_problems:
         for p in details.policy_problems:
