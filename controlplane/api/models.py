@@ -15,8 +15,8 @@ from controlplane.api.errors import (
     InvalidArgumentError,
 )
 from controlplane.api.fit import check_fits
-from controlplane.api.rows import api_models, find_model, live_model, model_view, policy_of
-from controlplane.api.sync import sync_pools
+from controlplane.api.rows import find_model, live_model, model_view, policy_of
+from controlplane.api.sync import add_model_pools, sync_pools
 from controlplane.api.tx import Tx
 from controlplane.api.views import ModelView
 from controlplane.store.events import record_event
@@ -41,7 +41,7 @@ class Models:
             row = find_model(s, customer, model.name)
             if row is not None and row.deleted_at is None:
                 raise AlreadyExistsError("model", f"{customer}/{model.name}")
-            check_fits(policy, model, api_models(s, customer, exclude=model.name))
+            check_fits(policy, model)
             now = self._tx.clock()
             spec_json = model.model_dump(mode="json")
             if row is None:
@@ -57,7 +57,7 @@ class Models:
             else:  # re-deploying a deleted model reuses its row (and its history)
                 row.spec, row.source, row.deleted_at, row.updated_at = spec_json, "api", None, now
             s.flush()
-            sync_pools(s, policy, now)
+            add_model_pools(s, policy, model, now)
             record_event(
                 s,
                 now,
@@ -102,7 +102,7 @@ class Models:
             else:
                 merged = dict(spec)
             model = validate_model_spec(merged)
-            check_fits(policy, model, api_models(s, customer, exclude=name))
+            check_fits(policy, model)
             now = self._tx.clock()
             new_spec = model.model_dump(mode="json")
             if new_spec == row.spec:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+import copy
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -55,7 +57,14 @@ def policy_of(s: Session, customer: str) -> Policy:
         raise NotFoundError("customer", customer)
     row = s.get(PolicyVersion, cust.active_policy_id)
     assert row is not None
-    return parse_policy(row.raw_yaml, source=row.source or "<policy>").policy
+    return _parsed_policy(row.raw_yaml, row.source or "<policy>")
+
+
+@lru_cache(maxsize=256)
+def _parsed_policy(text: str, source: str) -> Policy:
+    """A stored version's text parses the same every time (a Policy is frozen): every model
+    call reads the active policy, and parsing it cost more than the rest of a deploy."""
+    return parse_policy(text, source=source).policy
 
 
 def find_model(s: Session, customer: str, name: str) -> ModelRow | None:
@@ -80,7 +89,23 @@ def api_models(s: Session, customer: str, exclude: str | None = None) -> list[Mo
             ModelRow.deleted_at.is_(None),
         )
     )
-    return [ModelSpec.model_validate(r.spec) for r in rows if r.name != exclude]
+    return [_api_spec(r.id, r.spec) for r in rows if r.name != exclude]
+
+
+_API_SPECS: dict[int, tuple[dict[str, Any], ModelSpec]] = {}
+
+
+def _api_spec(model_id: int, raw: dict[str, Any]) -> ModelSpec:
+    """Validated once per stored spec (a comparison of the stored JSON is far cheaper than
+    a validation), so checking one model against a customer's others does not validate them
+    all again. The stored spec is compared, not only the id: one process may serve several
+    stores (tests do), whose ids collide."""
+    cached = _API_SPECS.get(model_id)
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    spec = ModelSpec.model_validate(raw)
+    _API_SPECS[model_id] = (copy.deepcopy(raw), spec)
+    return spec
 
 
 def model_view(s: Session, row: ModelRow) -> ModelView:

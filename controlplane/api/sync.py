@@ -14,6 +14,7 @@ from controlplane.store.events import record_event
 from controlplane.store.models import Account, PolicyVersion, Pool
 from controlplane.store.models import Model as ModelRow
 from providers.credentials import ExternalIdGenerator
+from schema.policy import Model as ModelSpec
 from schema.policy import Policy
 from schema.policy_file import PolicyError, parse_policy
 from schema.types import Owner
@@ -128,6 +129,19 @@ def sync_pools(s: Session, policy: Policy, now: datetime) -> None:
     API-managed). Pools no longer allowed are deactivated, never deleted: nodes may still
     run there and refer to them."""
     models = [*policy.models, *api_models(s, policy.customer)]
+    _follow(s, policy, models, now, deactivate=True)
+
+
+def add_model_pools(s: Session, policy: Policy, model: ModelSpec, now: datetime) -> None:
+    """The pools a newly deployed model needs, added (or made active again) beside the
+    customer's others: a new model takes no pool away, so this reads only its own shapes
+    and a deploy does not re-derive the pools of every model."""
+    _follow(s, policy, [model], now, deactivate=False)
+
+
+def _follow(
+    s: Session, policy: Policy, models: list[ModelSpec], now: datetime, *, deactivate: bool
+) -> None:
     specs = {p.id: p for p in pools_for_policy(policy.model_copy(update={"models": models}))}
     rows = {p.id: p for p in s.scalars(select(Pool).where(Pool.customer == policy.customer))}
     added, removed = [], []
@@ -148,7 +162,7 @@ def sync_pools(s: Session, policy: Policy, now: datetime) -> None:
         row.tier, row.committed, row.reservation = spec.tier.value, spec.committed, spec.reservation
         row.price_usd_per_hour, row.active = spec.price_usd_per_hour, True
     for pid, row in rows.items():
-        if pid not in specs and row.active:
+        if deactivate and pid not in specs and row.active:
             row.active = False
             removed.append(pid)
     if added or removed:

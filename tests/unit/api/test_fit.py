@@ -57,7 +57,7 @@ def test_shared_pools_only_for_models_the_overflow_names() -> None:
     not_named = _model(shapes=H100X8, clouds=["oci"])
     assert usable_pools(policy, not_named) == []
     with pytest.raises(InvalidArgumentError) as err:
-        check_fits(policy, not_named, [])
+        check_fits(policy, not_named)
     assert (err.value.field, err.value.reason) == (
         "spec.shapes",
         "no account of customer acme offers 8xH100 in the model's allowed clouds and regions",
@@ -66,7 +66,7 @@ def test_shared_pools_only_for_models_the_overflow_names() -> None:
     named = _policy(edited(example_policy(), "  models: [llama-70b, deepseek-r1]\n", ""))
     shared = usable_pools(named, not_named)
     assert shared and {(p.cloud, p.tier) for p in shared} == {("oci", CapacityTier.SHARED)}
-    check_fits(named, not_named, [])
+    check_fits(named, not_named)
 
 
 @pytest.mark.parametrize("overflow_for_all", [False, True])
@@ -89,9 +89,9 @@ def test_the_fit_check_and_placement_agree_on_the_pools(overflow_for_all: bool) 
 def test_policy_managed_names_and_semantic_problems_are_refused() -> None:
     policy = _policy()
     with pytest.raises(AlreadyExistsError):
-        check_fits(policy, _model(name="llama-8b"), [])
+        check_fits(policy, _model(name="llama-8b"))
     with pytest.raises(InvalidArgumentError) as err:
-        check_fits(policy, _model(regions=["eu-west-9"]), [])
+        check_fits(policy, _model(regions=["eu-west-9"]))
     assert err.value.field.startswith("spec.regions")
 
 
