@@ -127,3 +127,28 @@ def test_certificate_roles() -> None:
     # An explicit subject wins over the SPIFFE convention.
     assert role_from_certificate(roles, ["oncall"], ["spiffe://gpucap.test/customer/x"]) == ADMIN
     assert role_from_certificate(CertRoles({}), [], ["spiffe://gpucap.test/admin"]) is None
+
+
+def test_the_table_in_docs_api_md_says_what_the_rules_say() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    words = {
+        Scope.CUSTOMER_FIELD: "own customer",
+        Scope.POLICY_TEXT: "its own policy text",
+        Scope.DECISION: "its own decisions",
+        Scope.NODE_TOKEN: "node boot token",
+    }
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[f"/{SERVICE}/{cells[0].strip('`')}"] = cells[2]
+    expected = {
+        method: (
+            words[rule.scope] if rule.customers or rule.scope is Scope.NODE_TOKEN else "denied"
+        )
+        for method, rule in RULES.items()
+        if method.startswith(f"/{SERVICE}/")
+    }
+    assert rows == expected
