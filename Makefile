@@ -13,8 +13,8 @@ $(BIN)/python:
 
 # The first install takes minutes: pip's own progress shows it (no --quiet).
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
-	@echo "installing gpucap and the three cloud SDKs into $(VENV) (first run only)"
-	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e '.[all]'
+	@echo "installing gpucap, the three cloud SDKs and the simulator into $(VENV) (first run only)"
+	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e '.[all,sim]'
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt

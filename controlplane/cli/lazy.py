@@ -17,6 +17,10 @@ import typer
 from typer import _click as click  # (Typer's own copy of click, which TyperGroup extends)
 from typer.core import TyperCommand, TyperGroup
 
+# Packages that come with an optional extra rather than with gpucap itself (the cloud SDKs
+# name theirs where a provider is built: providers.registry).
+EXTRA_OF = {"numpy": "sim", "matplotlib": "sim"}
+
 
 @dataclass(frozen=True)
 class LazyModule:
@@ -60,7 +64,17 @@ class LazyGroup(TyperGroup):
     def load(self, module: str) -> None:
         """Import ``module`` and put the commands its ``register`` adds in their places."""
         app = typer.Typer()
-        importlib.import_module(module).register(app)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            extra = EXTRA_OF.get((exc.name or "").partition(".")[0])
+            if extra is None:
+                raise
+            raise click.ClickException(
+                f"this command needs {exc.name}, in gpucap's {extra!r} extra: "
+                f"pip install 'gpucap[{extra}]'"
+            ) from exc
+        loaded.register(app)
         self.commands.update(typer.main.get_group(app).commands)
 
     def load_all(self) -> None:

@@ -59,3 +59,31 @@ def test_the_protobuf_lower_bound_is_the_generated_codes_version() -> None:
 def test_the_scripts_pass_shellcheck(script: Path) -> None:
     done = subprocess.run([tool("shellcheck"), str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+def _gpucap(extras_: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        extras.command("controlplane.cli.main", *args),
+        env=extras.env_with(extras_),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_the_simulator_is_an_extra_the_cli_names_when_it_is_missing() -> None:
+    project = extras.pyproject()["project"]
+    core = {Requirement(r).name for r in project["dependencies"]}
+    assert not core & {"numpy", "matplotlib"}  # the daemon and its image carry neither
+    assert {Requirement(r).name for r in project["optional-dependencies"]["sim"]} == {
+        "numpy",
+        "matplotlib",
+    }
+    without = _gpucap([], "simulate", "--help")
+    assert without.returncode != 0
+    assert "pip install 'gpucap[sim]'" in without.stderr
+    assert "Traceback" not in without.stderr
+    assert _gpucap([], "--help").returncode == 0  # everything else is there
+    withsim = _gpucap(["sim"], "simulate", "--help")
+    assert withsim.returncode == 0, withsim.stderr
