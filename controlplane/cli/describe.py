@@ -37,6 +37,7 @@ from controlplane.cli.why import (
     pool_exclusion,
     reason_words,
     replica_sum,
+    span,
 )
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -182,7 +183,7 @@ def model(
                 p.pool_id,
                 p.tier,
                 f"{p.price_usd_per_hour:.2f}",
-                f"{p.expected_ready_s:.0f}s",
+                span(p.expected_ready_s),
                 p.source,
                 _now(p),
             )

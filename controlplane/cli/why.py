@@ -60,7 +60,7 @@ def expected_ready(explained: pb.ExplainModelResponse) -> str:
     """The fastest pool that takes a launch now, and the figure's source."""
     for p in explained.pools:  # (fastest first)
         if not p.cordoned and not p.HasField("blocked_until"):
-            return f"{p.expected_ready_s:.0f}s in {p.pool_id} (from {p.source})"
+            return f"{span(p.expected_ready_s)} in {p.pool_id} (from {p.source})"
     if explained.pools:
         return "no allowed pool takes a launch now (all cordoned or blocked)"
     return "no pool its policy allows"
@@ -122,12 +122,13 @@ def node_history(n: pb.Node) -> list[tuple[str, datetime, str]]:
     seen.sort(key=lambda s: s[1])
     out = []
     for i, (state, at) in enumerate(seen):
-        after = "-" if i == 0 else _span((at - seen[i - 1][1]).total_seconds())
+        after = "-" if i == 0 else span((at - seen[i - 1][1]).total_seconds())
         out.append((state, at, after))
     return out
 
 
-def _span(seconds: float) -> str:
+def span(seconds: float) -> str:
+    """``8.5s``, ``42s``, ``21m48s``, ``2h05m``."""
     s = int(seconds)
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
