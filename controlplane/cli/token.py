@@ -9,7 +9,6 @@ at once and a revoked one within ``controlplane.api_tokens.CACHE_S`` seconds.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
@@ -20,7 +19,8 @@ from rich.table import Table
 from controlplane import api_tokens
 from controlplane.authz import parse_role
 from controlplane.cli.db import _resolve, _run, _shown
-from controlplane.cli.remote import Output, OutputOption, console, fail
+from controlplane.cli.output import Output, print_data
+from controlplane.cli.remote import OutputOption, console, fail
 from controlplane.store import migrate
 from controlplane.store.db import Store
 
@@ -120,8 +120,8 @@ def create(
         fail(f"--description: {exc}", 2)
     finally:
         store.close()
-    if output == Output.JSON:
-        typer.echo(json.dumps({**_as_dict(made.view, now), "token": made.token}, indent=2))
+    if output in (Output.JSON, Output.YAML):
+        print_data({**_as_dict(made.view, now), "token": made.token}, output)
         return
     typer.echo(
         f"created token {made.view.id} ({made.view.role}, expires "
@@ -141,8 +141,8 @@ def list_cmd(url: DatabaseUrlOption = None, output: OutputOption = Output.TABLE)
         views = _run(str(store.engine.url), lambda: api_tokens.list_tokens(store))
     finally:
         store.close()
-    if output == Output.JSON:
-        typer.echo(json.dumps({"tokens": [_as_dict(v, now) for v in views]}, indent=2))
+    if output in (Output.JSON, Output.YAML):
+        print_data({"tokens": [_as_dict(v, now) for v in views]}, output)
         return
     table = Table("ID", "ROLE", "STATE", "CREATED", "EXPIRES", "REVOKED", "DESCRIPTION")
     for v in views:
