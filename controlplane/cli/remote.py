@@ -5,6 +5,7 @@ a failed call into a one-line error and a non-zero exit instead of a traceback."
 from __future__ import annotations
 
 import os
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,12 @@ from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 ADDR_ENV = "GPUCAP_ADDR"
 TOKEN_ENV = "GPUCAP_TOKEN"
+# A file holding the token (e.g. one `gpucap daemon --demo --auth` wrote), when no
+# --token/$GPUCAP_TOKEN is given: a secret in a file stays out of shell history and `ps`.
+TOKEN_FILE_ENV = "GPUCAP_TOKEN_FILE"
+# A client certificate and its key (PEM files), for a daemon that maps certificates to roles.
+CLIENT_CERT_ENV = "GPUCAP_CLIENT_CERT"
+CLIENT_KEY_ENV = "GPUCAP_CLIENT_KEY"
 # A file holding the token (e.g. one `gpucap daemon --demo --auth` wrote), when no
 # --token/$GPUCAP_TOKEN is given: a secret in a file stays out of shell history and `ps`.
 TOKEN_FILE_ENV = "GPUCAP_TOKEN_FILE"
@@ -106,6 +113,17 @@ def token_from_file() -> str | None:
         fail(f"${TOKEN_FILE_ENV}: cannot read {path}: {exc.strerror or exc}", 2)
 
 
+def token_from_file() -> str | None:
+    """The token in ``$GPUCAP_TOKEN_FILE`` (None: the variable is unset)."""
+    path = os.environ.get(TOKEN_FILE_ENV)
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        fail(f"${TOKEN_FILE_ENV}: cannot read {path}: {exc.strerror or exc}", 2)
+
+
 @contextmanager
 def daemon(
     addr: str, token: str | None, ca: Path | None, timeout: float = DEFAULT_TIMEOUT_S
@@ -142,7 +160,7 @@ def explain(exc: grpc.RpcError, addr: str) -> NoReturn:
         )
     if code == grpc.StatusCode.UNAUTHENTICATED:
         fail(
-            f"the daemon at {addr} refused the credential ({detail}): set --token, "
+            f"the daemon at {addr} refused the token ({detail}): set --token, "
             f"${TOKEN_ENV} or ${TOKEN_FILE_ENV}"
         )
     details = error_details(exc)

@@ -60,7 +60,7 @@ def test_token_create_list_revoke_end_to_end(secured: tuple[Gpucap, str], tmp_pa
     assert token.split("_", 2)[2] not in listed.stdout  # the secret is never shown again
 
     refused = gpucap("models", "-o", "json")  # no token
-    assert refused.exit_code == 1 and "refused the credential" in refused.output
+    assert refused.exit_code == 1 and "refused the token" in refused.output
     models = gpucap("models", "-o", "json", "--token", token)
     assert models.exit_code == 0, models.output
     assert {m["customer"] for m in json.loads(models.stdout)["models"]} == {"acme"}
@@ -78,7 +78,7 @@ def test_token_create_list_revoke_end_to_end(secured: tuple[Gpucap, str], tmp_pa
     again = gpucap("token", "revoke", token_id, "--url", url)
     assert again.exit_code == 0 and "already revoked" in again.output
     after = gpucap("models")
-    assert after.exit_code == 1 and "refused the credential" in after.output
+    assert after.exit_code == 1 and "refused the token" in after.output
     [row] = json.loads(gpucap("token", "list", "--url", url, "-o", "json").stdout)["tokens"]
     assert row["state"] == "revoked" and row["revoked_at"]
 
@@ -145,6 +145,6 @@ def test_demo_auth_writes_a_token_per_role_and_names_them(
             timeout=30,
             env={**os.environ, "GPUCAP_TOKEN": ""},
         )
-        assert out.returncode == 1 and "refused the credential" in out.stderr
+        assert out.returncode == 1 and "refused the token" in out.stderr
     finally:
         assert d.stop() == 0
