@@ -26,6 +26,7 @@ from controlplane.cli.remote import (
     console,
     daemon,
 )
+from controlplane.cli.tables import print_table
 from controlplane.decider_code import UNKNOWN
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -136,7 +137,7 @@ def list_decisions(
             d.detail or "-",
             style="yellow" if d.reason in ("pinned", "paused", "unplaced") else None,
         )
-    console().print(table)
+    print_table(console(), table, ("ID", "MODEL"))
 
 
 def replay(

@@ -27,6 +27,7 @@ from controlplane.cli.remote import (
     daemon,
     resolve_model,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 PHASE_TITLES = {
@@ -73,7 +74,7 @@ def explain(
             _now(p),
         )
     console().print(f"{resp.customer}/{resp.model}: {resp.desired_replicas} replicas desired")
-    console().print(table)
+    print_table(console(), table, ("POOL",))
     console().print("phases: * learned from boots reported in the pool; others coldstart.md")
 
 

@@ -32,6 +32,7 @@ from controlplane.cli.remote import (
     daemon,
     fail,
 )
+from controlplane.cli.tables import print_table
 from controlplane.grpc.client import ControlPlaneClient
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
@@ -406,7 +407,7 @@ def events(
     table = Table("ID", "TIME", "SEVERITY", "KIND", "CUSTOMER", "MODEL", "MESSAGE")
     for e in resp.events:
         table.add_row(*_event_row(e), style=_SEVERITY_STYLE.get(e.severity))
-    console().print(table)
+    print_table(console(), table, ("ID", "MODEL"))
 
 
 _SEVERITY_STYLE = {"warning": "yellow", "error": "red"}
@@ -489,7 +490,7 @@ def endpoints(
     if output.structured:
         print_data(resp, output)
         return
-    console().print(_endpoints_table(resp.endpoints))
+    print_table(console(), _endpoints_table(resp.endpoints), _ENDPOINT_IDS)
 
 
 def _watch_endpoints(
@@ -514,7 +515,10 @@ def _watch_endpoints(
             )
             n = len(snap.endpoints)
             out.print(f"revision {snap.revision}: {n} endpoint{'s' if n != 1 else ''}{change}")
-            out.print(_endpoints_table(snap.endpoints))
+            print_table(out, _endpoints_table(snap.endpoints), _ENDPOINT_IDS)
+
+
+_ENDPOINT_IDS = ("MODEL", "ADDRESS", "REPLICA", "NODE", "POOL")
 
 
 def _endpoints_table(endpoints: Sequence[pb.Endpoint]) -> Table:
