@@ -5,7 +5,6 @@ a failed call into a one-line error and a non-zero exit instead of a traceback."
 from __future__ import annotations
 
 import os
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,12 +28,6 @@ from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 ADDR_ENV = "GPUCAP_ADDR"
 TOKEN_ENV = "GPUCAP_TOKEN"
-# A file holding the token (e.g. one `gpucap daemon --demo --auth` wrote), when no
-# --token/$GPUCAP_TOKEN is given: a secret in a file stays out of shell history and `ps`.
-TOKEN_FILE_ENV = "GPUCAP_TOKEN_FILE"
-# A client certificate and its key (PEM files), for a daemon that maps certificates to roles.
-CLIENT_CERT_ENV = "GPUCAP_CLIENT_CERT"
-CLIENT_KEY_ENV = "GPUCAP_CLIENT_KEY"
 # A file holding the token (e.g. one `gpucap daemon --demo --auth` wrote), when no
 # --token/$GPUCAP_TOKEN is given: a secret in a file stays out of shell history and `ps`.
 TOKEN_FILE_ENV = "GPUCAP_TOKEN_FILE"
@@ -100,17 +93,6 @@ def err_console() -> Console:
 def fail(message: str, code: int = EXIT_REJECTED) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
-
-
-def token_from_file() -> str | None:
-    """The token in ``$GPUCAP_TOKEN_FILE`` (None: the variable is unset)."""
-    path = os.environ.get(TOKEN_FILE_ENV)
-    if not path:
-        return None
-    try:
-        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
-    except OSError as exc:
-        fail(f"${TOKEN_FILE_ENV}: cannot read {path}: {exc.strerror or exc}", 2)
 
 
 def token_from_file() -> str | None:
