@@ -150,7 +150,7 @@ def _model_changes(new: Policy, models: Mapping[str, ModelState]) -> Iterator[Ch
         state = models[name]
         if state.owner == OWNER_POLICY and name not in named:
             n = state.live_replicas
-            detail = f"{n} live replica{'s' if n != 1 else ''} drain" if n else "no live replicas"
+            detail = _draining(n, "live replica") if n else "no live replicas"
             yield Change("model", name, Action.DELETE, detail=detail, path=("models",), live=n)
 
 
@@ -185,8 +185,12 @@ def _pool_changes(
         yield Change("pool", pid, Action.CREATE)
     for pid in sorted(set(active_pools) - wanted):
         n = active_pools[pid]
-        detail = f"{n} live node{'s' if n != 1 else ''} drain" if n else "no nodes"
+        detail = _draining(n, "live node") if n else "no nodes"
         yield Change("pool", pid, Action.DELETE, detail=detail, path=("accounts",), live=n)
+
+
+def _draining(n: int, what: str) -> str:
+    return f"{n} {what}s drain" if n != 1 else f"1 {what} drains"
 
 
 def _bounds(m: Model) -> str:

@@ -100,13 +100,19 @@ def sync_policy_models(s: Session, policy: Policy, now: datetime) -> None:
         elif row.spec != spec or row.source != "policy" or row.deleted_at is not None:
             # (a live API-owned model gets here only when adopt_models names it: the apply
             # refuses any other, controlplane.policy_diff)
-            was = "deleted" if row.deleted_at is not None else f"owned by {row.source}"
+            was = (
+                " (was deleted)"
+                if row.deleted_at is not None
+                else f" (was owned by {row.source})"
+                if row.source != "policy"
+                else ""
+            )
             row.spec, row.source, row.deleted_at, row.updated_at = spec, "policy", None, now
             record_event(
                 s,
                 now,
                 "model.updated",
-                f"model {m.name} updated by the policy (was {was})",
+                f"model {m.name} updated by the policy{was}",
                 customer=policy.customer,
                 model=m.name,
             )

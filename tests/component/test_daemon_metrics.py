@@ -114,7 +114,7 @@ def test_metrics_the_daemon_exports_and_series_of_deleted_models_leave(daemon: D
     gcp = policy.index("  - name: demo-gcp\n")
     policy = policy[:gcp] + policy[policy.index("  - name: shared-oci\n") :]
     assert daemon.service is not None
-    daemon.service.apply_policy(policy, source="test", applied_by="test")
+    daemon.service.apply_policy(policy, source="test", applied_by="test", allow_deletes=True)
 
     def gone() -> bool:
         s = scrape(daemon)
