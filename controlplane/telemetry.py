@@ -99,6 +99,65 @@ class CloudCalls(Collector):
         yield family
 
 
+class UsageCounters(Collector):
+    """``gpucap_gpu_seconds_total``, ``gpucap_node_seconds_total`` and
+    ``gpucap_cost_usd_total`` by customer, capacity tier and cloud: usage metering's totals
+    since the first node (``controlplane.usage``), set from the store on each reconcile
+    tick (``loop/fleet_gauges.py``).
+
+    Totals, not increments: counting in the process (adding each tick's seconds) would
+    start again from zero at each restart and count twice when two daemons each served a
+    part of a tick or a failover replayed one. Derived from the store's rows, every daemon
+    reports the same history, a restarted one or a new leader included, so the series
+    carry on without a reset. Only the acting daemon reports them (a standby clears
+    them): aggregate across daemons with ``max``, not ``sum``. A total that the rows make
+    smaller (a warm node's resume undone because its start failed) is held at the larger
+    value in this process, so a counter never goes down."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (customer, tier, cloud) -> (GPU-seconds, node-seconds, USD)
+        self._totals: dict[tuple[str, str, str], tuple[float, float, float]] = {}
+
+    def update(self, totals: dict[tuple[str, str, str], tuple[float, float, float]]) -> None:
+        with self._lock:
+            for key, new in totals.items():
+                old = self._totals.get(key, (0.0, 0.0, 0.0))
+                self._totals[key] = (max(old[0], new[0]), max(old[1], new[1]), max(old[2], new[2]))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._totals = {}
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["customer", "tier", "cloud"]
+        families = (
+            CounterMetricFamily(
+                "gpucap_gpu_seconds",
+                "GPU-seconds billed since the first node (usage metering), by customer, "
+                "capacity tier and cloud.",
+                labels=labels,
+            ),
+            CounterMetricFamily(
+                "gpucap_node_seconds",
+                "Node-seconds billed since the first node, by customer, tier and cloud.",
+                labels=labels,
+            ),
+            CounterMetricFamily(
+                "gpucap_cost_usd",
+                "What the nodes cost since the first node (each at its price as of its "
+                "launch), by customer, capacity tier and cloud.",
+                labels=labels,
+            ),
+        )
+        with self._lock:
+            totals = sorted(self._totals.items())
+        for key, values in totals:
+            for family, value in zip(families, values, strict=True):
+                family.add_metric(list(key), value)
+        yield from families
+
+
 class SweptGauge(Gauge):
     """A labelled gauge that one job writes in full on each tick: every label set the job's
     last successful tick did not write (a deleted model, a pool gone, a warm pool dropped
@@ -208,6 +267,8 @@ class Metrics:
         )
         self.cloud_calls = CloudCalls()
         r.register(self.cloud_calls)
+        self.usage = UsageCounters()  # (set by loop/fleet_gauges.py on each reconcile tick)
+        r.register(self.usage)
         self.provider_calls = Counter(
             "gpucap_provider_calls_total",
             "Calls made to cloud providers.",
@@ -317,6 +378,8 @@ class Metrics:
         own to report (a deposed leader's would look stuck), nor the fleet as it last saw
         it (the acting daemon reports it)."""
         self.job_last_success.remove(job)
+        if job == "reconcile":
+            self.usage.clear()
         gauges = self._swept_by_job.get(job, ())
         for g in (*gauges, self.gc_orphans) if job == "reconcile" else gauges:
             g.clear()

@@ -21,14 +21,14 @@ from datetime import UTC, datetime, timedelta
 # What usage can be grouped by besides the customer (every row is one customer's: a model
 # name means something only within its customer).
 GROUP_KEYS = ("model", "tier", "cloud")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 US_PER_HOUR = 3_600_000_000
 
 
 def micros(at: datetime) -> int:
     """``at`` (aware, or naive UTC) as integer microseconds since the Unix epoch."""
-    return ((at if at.tzinfo is not None else at.replace(tzinfo=UTC)) - _EPOCH) // _US
+    return ((at if at.tzinfo is not None else at.replace(tzinfo=UTC)) - EPOCH) // _US
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from controlplane.api.errors import InvalidArgumentError, NotFoundError
 from controlplane.store.db import Store
 from controlplane.store.models import Customer
 from controlplane.store.usage import node_uses
-from controlplane.usage import GROUP_KEYS, UsageRow, micros, usage
+from controlplane.usage import EPOCH, GROUP_KEYS, UsageRow, micros, usage
 from schema.policy import echo
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class Usage:
         customer and the ``group_by`` keys; ``customer`` None: every customer."""
         keys = _group_keys(group_by)
         now = self._clock()
-        start = since or _EPOCH
+        start = since or EPOCH
         end = min(until, now) if until is not None else now
         if until is not None and since is not None and until <= since:
             raise InvalidArgumentError(

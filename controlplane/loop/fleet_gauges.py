@@ -1,9 +1,10 @@
 """The fleet's gauges, set on each reconcile tick (the daemon runs this after the job):
 what the live nodes cost per hour by customer and capacity tier, each customer's overflow
-cap, which active pools take no launch, the weight copies' progress, and the cold starts
-of the nodes that became ready since the last tick. One read of the store; the gauges'
-label sets this tick did not write (a pool gone, a customer whose overflow cap was
-dropped, a copy done) leave /metrics at the end of the tick (``telemetry.SweptGauge``)."""
+cap, which active pools take no launch, the weight copies' progress, the cold starts of
+the nodes that became ready since the last tick, and usage metering's totals. One read of
+the store; the gauges' label sets this tick did not write (a pool gone, a customer whose
+overflow cap was dropped, a copy done) leave /metrics at the end of the tick
+(``telemetry.SweptGauge``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 from controlplane.availability import PoolKey, availability
 from controlplane.loop.context import LoopContext, epoch
 from controlplane.loop.snapshot import LIVE_VALUES, unavailable_entries
+from controlplane.loop.usage_totals import UsageTotals
 from controlplane.store.models import Customer, Node, PolicyVersion, Pool, WeightCopy
 from schema.policy import Overflow
 from schema.policy_file import parse_policy
@@ -41,6 +43,7 @@ class FleetGauges:
     def __init__(self) -> None:
         self._overflow: dict[str, tuple[str, Overflow]] = {}
         self._ready_since: datetime | None = None  # cold starts up to here were observed
+        self._usage_totals = UsageTotals()
 
     def run(self, ctx: LoopContext) -> None:
         now = ctx.now()
@@ -71,6 +74,7 @@ class FleetGauges:
                     t.overflow_max_usd_per_hour.labels(cust.name).set(o.max_usd_per_hour)
             self._copies(ctx, s)
             self._cold_starts(ctx, s)
+            self._usage(ctx, s)
 
     def _copies(self, ctx: LoopContext, s: Session) -> None:
         t = ctx.telemetry
@@ -101,6 +105,11 @@ class FleetGauges:
                 ctx.telemetry.time_to_ready.labels(customer, cloud, tier).observe(end - start)
             newest = max(newest, end)
         self._ready_since = datetime.fromtimestamp(newest, UTC)
+
+    def _usage(self, ctx: LoopContext, s: Session) -> None:
+        """Usage metering's totals since the first node, from the rows (why totals:
+        ``telemetry.UsageCounters``)."""
+        ctx.telemetry.usage.update(self._usage_totals.totals(s, ctx.now_dt()))
 
     def _overflow_of(self, s: Session, cust: Customer) -> Overflow:
         pv = s.get(PolicyVersion, cust.active_policy_id) if cust.active_policy_id else None

@@ -23,7 +23,6 @@ from controlplane.usage import NodeUse, closed_stop, micros, row_stops
 from schema.catalog import INSTANCE_TYPES_BY_NAME, parse_gpu_shape
 from schema.types import TERMINAL_NODE_STATES
 
-_RELEASED = func.coalesce(Node.terminated_at, Node.failed_at)
 # Stamps a released node's row may carry, latest last: a terminal row without a release
 # stamp (written by hand, or by code before failed_at was stamped on every failure) is
 # taken as released at the latest of them.
@@ -40,13 +39,17 @@ _STAMPS = (
 )
 
 
+def _released() -> ColumnElement[datetime]:
+    return func.coalesce(Node.terminated_at, Node.failed_at)
+
+
 def _billing_within(customer: str | None, since: datetime, until: datetime) -> ColumnElement[bool]:
     """Nodes that may bill within [since, until): an instance was made, requested before
     ``until``, not released before ``since``."""
     cond = and_(
         Node.instance_id.is_not(None),
         Node.pending_at < until,
-        or_(_RELEASED.is_(None), since < _RELEASED),
+        or_(_released().is_(None), _released() > since),
     )
     return and_(cond, Node.customer == customer) if customer is not None else cond
 
@@ -56,7 +59,24 @@ def node_uses(
 ) -> list[NodeUse]:
     """Every node that may bill within [since, until), of ``customer`` (None: all), with
     its model, tier, GPUs, price as of launch and the stops its rows record."""
-    where = _billing_within(customer, since, until)
+    return _uses(s, _billing_within(customer, since, until))
+
+
+def released_uses(s: Session, after: datetime, before: datetime) -> list[NodeUse]:
+    """The nodes with an instance released within [after, before): their usage is final."""
+    return _uses(s, and_(Node.instance_id.is_not(None), _released() >= after, _released() < before))
+
+
+def unreleased_uses(s: Session, before: datetime) -> list[NodeUse]:
+    """The nodes with an instance not released before ``before`` (held still, or released
+    since): the complement of :func:`released_uses` up to ``before``."""
+    return _uses(
+        s,
+        and_(Node.instance_id.is_not(None), or_(_released().is_(None), _released() >= before)),
+    )
+
+
+def _uses(s: Session, where: ColumnElement[bool]) -> list[NodeUse]:
     kept: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
     for node_id, stopped, resumed in s.execute(
         select(NodeStop.node_id, NodeStop.stopped_at, NodeStop.resumed_at)
@@ -66,11 +86,20 @@ def node_uses(
         kept[node_id].append((micros(stopped), micros(resumed)))
     rows = s.execute(
         select(
-            Node,
+            Node.id,
+            Node.customer,
             Model.name,
             Pool.tier,
+            Node.cloud,
+            Node.instance_type,
             Pool.gpu_shape,
             func.coalesce(Node.price_usd_per_hour, Pool.price_usd_per_hour),
+            Node.state,
+            Node.pending_at,
+            Node.terminated_at,
+            Node.failed_at,
+            Node.stopped_at,
+            Node.resuming_at,
         )
         .join(Replica, Node.replica_id == Replica.id)
         .join(Model, Replica.model_id == Model.id)
@@ -79,20 +108,41 @@ def node_uses(
         .order_by(Node.id)
     )
     out = []
-    for n, model, tier, gpu_shape, price in rows:
-        stops = row_stops(_us(n.stopped_at), _us(n.resuming_at))
+    gpus: dict[tuple[str, str], int] = {}
+    for (
+        node_id,
+        customer_,
+        model,
+        tier,
+        cloud,
+        instance_type,
+        gpu_shape,
+        price,
+        state,
+        pending,
+        terminated,
+        failed,
+        stopped,
+        resuming,
+    ) in rows:
+        released = terminated or failed
+        if released is None and state in TERMINAL_NODE_STATES:
+            released = _last_stamp(s, node_id)
+        shape = (instance_type, gpu_shape)
+        if shape not in gpus:
+            gpus[shape] = _gpus(instance_type, gpu_shape)
         out.append(
             NodeUse(
-                node_id=n.id,
-                customer=n.customer,
+                node_id=node_id,
+                customer=customer_,
                 model=model,
                 tier=tier,
-                cloud=n.cloud,
-                gpus=_gpus(n.instance_type, gpu_shape),
+                cloud=cloud,
+                gpus=gpus[shape],
                 usd_per_hour=float(price),
-                requested=micros(n.pending_at),
-                released=_released(n),
-                stops=(*kept.get(n.id, ()), *stops),
+                requested=micros(pending),
+                released=_us(released),
+                stops=(*kept.get(node_id, ()), *row_stops(_us(stopped), _us(resuming))),
             )
         )
     return out
@@ -111,11 +161,9 @@ def _us(at: datetime | None) -> int | None:
     return None if at is None else micros(at)
 
 
-def _released(n: Node) -> int | None:
-    at = n.terminated_at or n.failed_at
-    if at is None and n.state in TERMINAL_NODE_STATES:
-        at = max(s for s in (getattr(n, name) for name in _STAMPS) if s is not None)
-    return _us(at)
+def _last_stamp(s: Session, node_id: str) -> datetime | None:
+    n = s.get(Node, node_id)
+    return None if n is None else max(t for t in (getattr(n, a) for a in _STAMPS) if t)
 
 
 def _gpus(instance_type: str, gpu_shape: str) -> int:
