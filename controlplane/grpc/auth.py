@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import structlog
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.api import ControlPlaneService, ServiceError
 from controlplane.api.errors import STORED_ID_MAX
@@ -153,12 +154,17 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def _check(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
         rule = RULES.get(method)
         caller = None
-        if rule is None or rule.scope is not Scope.NODE_TOKEN:
-            caller = self._auth.role(context)
-        verdict = authorize(method, caller)
-        if verdict.outcome is Outcome.ALLOW and caller is not None and not caller.admin:
-            assert rule is not None  # (authorize refuses a method without one)
-            verdict = self._scope(rule.scope, caller, request)
+        try:
+            if rule is None or rule.scope is not Scope.NODE_TOKEN:
+                caller = self._auth.role(context)
+            verdict = authorize(method, caller)
+            if verdict.outcome is Outcome.ALLOW and caller is not None and not caller.admin:
+                assert rule is not None  # (authorize refuses a method without one)
+                verdict = self._scope(rule.scope, caller, request)
+        except SQLAlchemyError:
+            # The store did not answer: the caller may retry; nothing was let through.
+            log.exception("grpc.auth_store_error", method=method)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "cannot check the credential now; retry")
         if verdict.outcome is not Outcome.ALLOW:
             log.warning(
                 "grpc.refused",

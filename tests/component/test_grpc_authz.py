@@ -385,3 +385,14 @@ def test_no_authentication_on_loopback_everyone_is_admin(sqlite_store: Store) ->
             assert c.stub.DrainNode is not None
     finally:
         srv.stop(grace=0)
+
+
+def test_a_store_that_does_not_answer_is_unavailable_not_a_crash(world: World) -> None:
+    from sqlalchemy import text
+
+    with world.store.session() as s:
+        s.execute(text("DROP TABLE api_tokens"))
+    with ControlPlaneClient(world.addr, token=world.tokens["owner"]) as c:
+        assert _call(c, "ListModels", pb.ListModelsRequest())[0] == C.UNAVAILABLE
+    with ControlPlaneClient(world.addr, token=SHARED) as c:  # (the shared token needs no row)
+        assert c.stub.GetStatus(pb.GetStatusRequest()).customers == 2
