@@ -1501,6 +1501,37 @@ def _list_vnic_attachments(fake: FakeOci, req: Request) -> Response:
     return _paginate(fake, found, q)
 
 
+@route("GET", f"{API}/privateIps", "ListPrivateIps")
+def _list_private_ips(fake: FakeOci, req: Request) -> Response:
+    """Only the filters the real API takes: a subnet, a VNIC, or an address in a subnet."""
+    q = req.query
+    subnet, vnic_id, address = q.get("subnetId"), q.get("vnicId"), q.get("ipAddress")
+    if not (subnet or vnic_id) or (address and not subnet):
+        raise ApiError(400, "InvalidParameter", "give subnetId, vnicId, or ipAddress with subnetId")
+    _fault(fake, "ListPrivateIps")
+    with fake._lock:
+        found = []
+        for vid, v in sorted(fake._vnics.items()):
+            if subnet not in (None, v["subnetId"]) or vnic_id not in (None, vid):
+                continue
+            if address not in (None, v["privateIp"]):
+                continue
+            _check_compartment(fake, req.tenancy, v["compartmentId"])
+            found.append(
+                {
+                    "id": vid.replace("vnic", "privateip", 1),
+                    "vnicId": vid,
+                    "subnetId": v["subnetId"],
+                    "ipAddress": v["privateIp"],
+                    "isPrimary": v["isPrimary"],
+                    "compartmentId": v["compartmentId"],
+                    "availabilityDomain": v["availabilityDomain"],
+                    "timeCreated": v.get("timeCreated", now_rfc3339()),
+                }
+            )
+    return _paginate(fake, found, q)
+
+
 @route("GET", f"{API}/vnics/(?P<vnic_id>[^/]+)", "GetVnic")
 def _get_vnic(fake: FakeOci, req: Request, vnic_id: str) -> Response:
     _fault(fake, "GetVnic")

@@ -157,6 +157,24 @@ def test_running_nodes_carry_their_private_ip(
     assert listed[made[0].instance_id] == seen.private_ip
 
 
+def test_listing_reads_addresses_per_subnet_not_per_node(
+    world: World, node_request: Callable[..., Any]
+) -> None:
+    """The reconcile job lists every (account, region) each tick: the addresses of its nodes
+    come from one listing per subnet, so the listing's calls do not grow with the nodes."""
+    provider = world.provider()
+    made = [provider.create_node(node_request(None, pool="many")).node for _ in range(6)]
+    described = {n.instance_id: provider.describe_node(REGION, n.instance_id) for n in made}
+    before = len(world.fake.requests())
+    listed = {n.instance_id: n.private_ip for n in provider.list_nodes(REGION, {TAG_POOL: "many"})}
+    calls = [r.operation for r in world.fake.requests()[before:]]
+    assert listed == {i: d.private_ip for i, d in described.items() if d is not None}
+    assert all(listed.values()) and len(set(listed.values())) == 6
+    assert calls.count("GetVnic") == 0
+    assert calls.count("ListPrivateIps") == 1  # the nodes share one subnet
+    assert len(calls) == 3, calls  # instances, VNIC attachments, private IPs
+
+
 def test_recreate_in_another_ad_is_not_stopped_by_the_token_conflict(
     world: World, node_request: Callable[..., Any]
 ) -> None:
