@@ -108,6 +108,10 @@ def test_metrics_the_daemon_exports_and_series_of_deleted_models_leave(daemon: D
 
     wait_for(observed_once_each)  # (never more: a node is not observed twice)
     assert sum(named(s, "gpucap_usd_per_hour", customer="demo").values()) > 0
+    # Usage metering's counters: what the nodes billed so far, by tier and cloud.
+    wait_for(lambda: bool(named(scrape(daemon), "gpucap_gpu_seconds_total", customer="demo")))
+    s = scrape(daemon)
+    assert sum(named(s, "gpucap_cost_usd_total", customer="demo").values()) > 0
 
     # The model leaves the policy (deleted) and so does the GCP account (its pools).
     policy = without_model(POLICY, "coder-32b")
