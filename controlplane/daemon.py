@@ -34,8 +34,8 @@ from sqlalchemy.orm.exc import StaleDataError
 from autoscaler import GpucapAutoscaler
 from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
-from controlplane.health import Readiness, readiness
 from controlplane.api.policies import VIA_FILE
+from controlplane.health import Readiness, readiness
 from controlplane.jobticks import JobTicks
 from controlplane.leadership import Leadership, hold_sqlite, release_sqlite
 from controlplane.loop import ControlLoop, LoopContext, Tuning

@@ -201,9 +201,9 @@ class ControlPlaneService:
     validate_policy = _Part("_policies", Policies.validate)
     apply_policy = _Part("_policies", Policies.apply)
     apply_policy_result = _Part("_policies", Policies.apply_result)
+    diff_policy = _Part("_policies", Policies.diff)
     get_policy = _Part("_policies", Policies.get)
 
-    diff_policy = _Part("_policies", Policies.diff)
     deploy_model = _Part("_models", Models.deploy)
     update_model = _Part("_models", Models.update)
     delete_model = _Part("_models", Models.delete)

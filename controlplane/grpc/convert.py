@@ -32,8 +32,8 @@ from controlplane.api.usage import UsageView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.api.warm import WarmPoolsView, WarmPoolView
 from controlplane.audit import AuditReport, Category, Finding, SiteReport
-from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from controlplane.policy_diff import PolicyDiff
+from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from providers.base import TAG_CUSTOMER, CloudNode
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy import (
@@ -74,7 +74,6 @@ def problem(p: Problem) -> pb.PolicyProblem:
     )
 
 
-def policy_version(row: PolicyVersion, active: bool) -> pb.PolicyVersion:
 def policy_diff(diff: PolicyDiff) -> pb.PolicyDiff:
     return pb.PolicyDiff(
         changes=[
@@ -94,6 +93,7 @@ def policy_diff(diff: PolicyDiff) -> pb.PolicyDiff:
     )
 
 
+def policy_version(row: PolicyVersion, active: bool) -> pb.PolicyVersion:
     return pb.PolicyVersion(
         customer=row.customer,
         version=row.version,

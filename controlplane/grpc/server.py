@@ -216,7 +216,9 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
                 diff=convert.policy_diff(diff), refusals=[convert.problem(p) for p in refusals]
             )
         applied_by = request.applied_by or f"unknown ({context.peer()})"
-        result = self.svc.apply_policy_result(request.yaml, request.source, applied_by)
+        result = self.svc.apply_policy_result(
+            request.yaml, request.source, applied_by, allow_deletes=request.allow_deletes
+        )
         log.info(
             "policy.apply",
             customer=result.version.customer,
