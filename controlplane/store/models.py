@@ -70,6 +70,9 @@ class PolicyVersion(Base):
     applied_by: Mapped[str] = mapped_column(String(255))
     applied_at: Mapped[datetime]
     source: Mapped[str] = mapped_column(String(1024), default="")
+    # "file": the daemon read a configured policy file; "api": ApplyPolicy. A reload
+    # re-applies a file only when it changed since its last "file" version.
+    applied_via: Mapped[str] = mapped_column(String(8), default="api", server_default="api")
 
 
 class Account(Base):
