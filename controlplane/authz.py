@@ -17,8 +17,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from schema.daemon_config import ROLE_PATTERN
+from schema.policy import Policy
 
 SERVICE = "gpucap.v1.ControlPlane"
 HEALTH = "grpc.health.v1.Health"
@@ -60,6 +62,8 @@ class Scope(StrEnum):
     NONE = "none"  # nothing of a customer's (health, reflection) or admin only
     CUSTOMER_FIELD = "customer_field"  # the request's `customer` (empty: the caller's own)
     POLICY_TEXT = "policy_text"  # the `customer:` of the policy file in the request
+    # ... and, for a customer, the file keeps its active policy's accounts and overflow
+    POLICY_APPLY = "policy_apply"
     DECISION = "decision"  # the customer of the recorded decision the request's id names
     NODE_TOKEN = "node_token"  # a booting node; its boot token in the request is the proof
 
@@ -80,7 +84,7 @@ RULES: Mapping[str, Rule] = {
     for method, rule in {
         # A customer's platform team validates and applies its own policy file.
         "ValidatePolicy": Rule(customers=True, scope=Scope.POLICY_TEXT),
-        "ApplyPolicy": Rule(customers=True, scope=Scope.POLICY_TEXT),
+        "ApplyPolicy": Rule(customers=True, scope=Scope.POLICY_APPLY),
         "GetPolicy": OWN,
         "DeployModel": OWN,
         "UpdateModel": OWN,
@@ -163,6 +167,35 @@ def scope(caller: Role, named: str | None) -> Verdict:
     if caller.admin or not named or named == caller.customer:
         return Verdict(Outcome.ALLOW, customer=caller.customer)
     return Verdict(Outcome.NOT_FOUND, f"customer {named!r} not found")
+
+
+def guarded_terms(policy: Policy) -> dict[str, Any]:
+    """What a customer's policy may not change on a customer's own credential: its accounts
+    (credentials name what gpucap's side holds: its shared accounts, profiles on the
+    daemon's host) and its overflow onto gpucap's shared capacity (gpucap's spend)."""
+    return {
+        "accounts": [a.model_dump(mode="json") for a in policy.accounts],
+        "overflow": policy.overflow.model_dump(mode="json"),
+    }
+
+
+def may_apply(caller: Role, new: Policy, active: Policy | None) -> Verdict:
+    """May ``caller`` apply ``new`` over its customer's ``active`` policy (None: none yet)?"""
+    if caller.admin:
+        return ALLOW
+    if new.customer != caller.customer:
+        return Verdict(Outcome.NOT_FOUND, f"customer {new.customer!r} not found")
+    if active is None:
+        return Verdict(
+            Outcome.PERMISSION_DENIED, "a customer's first policy is applied by an admin"
+        )
+    if guarded_terms(new) != guarded_terms(active):
+        return Verdict(
+            Outcome.PERMISSION_DENIED,
+            "changing accounts or overflow needs the admin role; a customer may change the "
+            "rest of its policy (models, limits)",
+        )
+    return Verdict(Outcome.ALLOW, customer=caller.customer)
 
 
 # --------------------------------------------------------------------------- credentials

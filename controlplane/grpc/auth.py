@@ -21,7 +21,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane.api import ControlPlaneService, ServiceError
+from controlplane.api import ControlPlaneService, NotFoundError, ServiceError
 from controlplane.api.errors import STORED_ID_MAX
 from controlplane.api_tokens import TokenAuthenticator
 from controlplane.authz import (
@@ -32,6 +32,7 @@ from controlplane.authz import (
     Scope,
     Verdict,
     authorize,
+    may_apply,
     role_from_certificate,
     scope,
 )
@@ -186,6 +187,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
             except (PolicyError, ServiceError):
                 named = None  # (the servicer answers a bad file or argument as always)
             return scope(caller, named)
+        if how is Scope.POLICY_APPLY:
+            return self._policy_apply(caller, request)
         if how is Scope.DECISION:
             if not 0 < request.id <= STORED_ID_MAX:
                 return scope(caller, None)  # (the servicer refuses it, naming the field)
@@ -201,3 +204,17 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 return Verdict(Outcome.NOT_FOUND, f"decision {request.id} not found")
             return verdict
         return scope(caller, None)
+
+    def _policy_apply(self, caller: Role, request: Any) -> Verdict:
+        try:
+            new = self._svc.validate_policy(request.yaml, request.source).policy
+        except (PolicyError, ServiceError):
+            return scope(caller, None)  # (the servicer answers a bad file as always)
+        if new.customer != caller.customer:
+            return scope(caller, new.customer)
+        try:
+            view = self._svc.get_policy(caller.customer, None)
+            active = self._svc.validate_policy(view.version.raw_yaml, "<active>").policy
+        except (NotFoundError, PolicyError):
+            active = None  # (none yet, or one today's schema refuses: an admin's to replace)
+        return may_apply(caller, new, active)

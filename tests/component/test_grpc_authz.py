@@ -396,3 +396,22 @@ def test_a_store_that_does_not_answer_is_unavailable_not_a_crash(world: World) -
         assert _call(c, "ListModels", pb.ListModelsRequest())[0] == C.UNAVAILABLE
     with ControlPlaneClient(world.addr, token=SHARED) as c:  # (the shared token needs no row)
         assert c.stub.GetStatus(pb.GetStatusRequest()).customers == 2
+
+
+def test_a_customer_applies_its_policy_but_not_its_accounts(world: World) -> None:
+    more_models = edited(ACME, "max_concurrency: 16", "max_concurrency: 24")
+    more_regions = edited(ACME, "regions: [us-east-1]", "regions: [us-east-1, us-west-2]")
+    with ControlPlaneClient(world.addr, token=world.tokens["owner"]) as c:
+        done = c.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=more_models, applied_by="ci"))
+        assert done.changed and done.policy.version == 2
+        code, detail = _call(c, "ApplyPolicy", pb.ApplyPolicyRequest(yaml=more_regions))
+        assert code == C.PERMISSION_DENIED and "accounts or overflow" in detail
+        assert c.stub.GetPolicy(pb.GetPolicyRequest()).version == 2  # (unchanged)
+    newco = api_tokens.create(world.store, Role("newco"), now=datetime.now(UTC)).token
+    first = edited(ACME, "customer: acme", "customer: newco")
+    with ControlPlaneClient(world.addr, token=newco) as c:
+        code, detail = _call(c, "ApplyPolicy", pb.ApplyPolicyRequest(yaml=first))
+        assert code == C.PERMISSION_DENIED and "first policy" in detail
+    with ControlPlaneClient(world.addr, token=world.tokens["admin"]) as c:
+        assert c.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=more_regions)).policy.version == 3
+        assert c.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=first)).policy.version == 1

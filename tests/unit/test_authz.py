@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
@@ -15,6 +17,7 @@ from controlplane.authz import (
     Role,
     Scope,
     authorize,
+    may_apply,
     parse_role,
     role_from_certificate,
     scope,
@@ -45,7 +48,7 @@ def test_customer_field_rules_name_a_request_with_a_customer_field() -> None:
         if rule.scope is Scope.CUSTOMER_FIELD:
             field = m.input_type.fields_by_name.get("customer")
             assert field is not None and field.type == field.TYPE_STRING, m.name
-        if rule.scope is Scope.POLICY_TEXT:
+        if rule.scope in (Scope.POLICY_TEXT, Scope.POLICY_APPLY):
             assert "yaml" in m.input_type.fields_by_name, m.name
         if rule.scope is Scope.DECISION:
             assert "id" in m.input_type.fields_by_name, m.name
@@ -136,6 +139,7 @@ def test_the_table_in_docs_api_md_says_what_the_rules_say() -> None:
     words = {
         Scope.CUSTOMER_FIELD: "own customer",
         Scope.POLICY_TEXT: "its own policy text",
+        Scope.POLICY_APPLY: "its own policy, accounts and overflow unchanged",
         Scope.DECISION: "its own decisions",
         Scope.NODE_TOKEN: "node boot token",
     }
@@ -152,3 +156,23 @@ def test_the_table_in_docs_api_md_says_what_the_rules_say() -> None:
         if method.startswith(f"/{SERVICE}/")
     }
     assert rows == expected
+
+
+def test_a_customer_applies_its_policy_but_not_its_accounts_or_overflow() -> None:
+    from schema.policy_file import parse_policy
+    from tests.policy_texts import edited, example_policy
+
+    def policy(text: str) -> Any:
+        return parse_policy(text, source="p.yaml").policy
+
+    active = policy(example_policy())
+    models = policy(edited(example_policy(), "max_replicas: 40", "max_replicas: 30"))
+    overflow = policy(edited(example_policy(), "max_usd_per_hour: 1000", "max_usd_per_hour: 9e9"))
+    accounts = policy(edited(example_policy(), "profile: GPUCAP_SHARED", "profile: OTHER"))
+    assert may_apply(ACME, models, active).outcome is Outcome.ALLOW
+    for changed in (overflow, accounts):
+        verdict = may_apply(ACME, changed, active)
+        assert verdict.outcome is Outcome.PERMISSION_DENIED and "admin" in verdict.message
+    assert may_apply(ACME, models, None).outcome is Outcome.PERMISSION_DENIED  # a first one
+    assert may_apply(GLOBEX, models, active).outcome is Outcome.NOT_FOUND
+    assert may_apply(ADMIN, overflow, None).outcome is Outcome.ALLOW
