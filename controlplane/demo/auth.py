@@ -16,19 +16,24 @@ from controlplane.store.db import Store
 from controlplane.store.models import Customer
 
 TOKENS_SUBDIR = "tokens"
+DESCRIPTION = "gpucap daemon --demo --auth"
 
 
 def write_demo_tokens(store: Store, directory: Path, now: datetime) -> dict[str, Path]:
     """A new token per role (admin, then each customer in the store), each in
-    ``<directory>/tokens/<role>.token`` (``customer:acme`` -> ``customer-acme.token``);
-    the role -> file written."""
+    ``<directory>/tokens/<role>.token`` (``customer:acme`` -> ``customer-acme.token``),
+    revoking those an earlier start wrote; the role -> file written."""
     with store.session() as s:
         customers = list(s.scalars(select(Customer.name).order_by(Customer.name)))
+    # A demo on a kept database (--database-url): the last start's tokens stop working.
+    for old in api_tokens.list_tokens(store):
+        if old.description == DESCRIPTION and old.revoked_at is None:
+            api_tokens.revoke(store, old.id, now=now)
     folder = directory / TOKENS_SUBDIR
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for role in (ADMIN, *(Role(c) for c in customers)):
-        made = api_tokens.create(store, role, now=now, description="gpucap daemon --demo --auth")
+        made = api_tokens.create(store, role, now=now, description=DESCRIPTION)
         path = folder / f"{str(role).replace(':', '-')}.token"
         # Owner-only from the start: the secret never sits in a readable file.
         path.unlink(missing_ok=True)

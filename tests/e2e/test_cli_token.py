@@ -15,6 +15,7 @@ import pytest
 import structlog.testing
 
 from controlplane.api import ControlPlaneService
+from controlplane.authz import ADMIN
 from controlplane.grpc.server import serve
 from controlplane.store.db import Store
 from tests.e2e.conftest import Gpucap
@@ -105,6 +106,24 @@ def test_token_revoke_of_an_unknown_id(secured: tuple[Gpucap, str]) -> None:
     gpucap, url = secured
     out = gpucap("token", "revoke", "0123456789abcdef", "--url", url)
     assert out.exit_code == 1 and "no token '0123456789abcdef'" in out.output
+
+
+def test_demo_tokens_of_an_earlier_start_are_revoked(store: Store, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from controlplane import api_tokens
+    from controlplane.demo.auth import write_demo_tokens
+
+    ControlPlaneService(store).apply_policy(ACME, source="acme.yaml", applied_by="t")
+    kept = api_tokens.create(store, ADMIN, now=datetime.now(UTC), description="on-call")
+    first = write_demo_tokens(store, tmp_path, datetime.now(UTC))
+    first_ids = {p.read_text().split("_")[1] for p in first.values()}
+    second = write_demo_tokens(store, tmp_path, datetime.now(UTC))
+    assert set(second) == set(first) == {"admin", "customer:acme"}
+    states = {v.id: v.state(datetime.now(UTC)) for v in api_tokens.list_tokens(store)}
+    assert {states[i] for i in first_ids} == {"revoked"}
+    assert {states[p.read_text().split("_")[1]] for p in second.values()} == {"active"}
+    assert states[kept.view.id] == "active"  # (not one of the demo's)
 
 
 @pytest.mark.slow
