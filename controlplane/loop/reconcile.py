@@ -55,6 +55,7 @@ from controlplane.node_boot import StagedCopy, node_boot, weight_sources
 from controlplane.node_tokens import TOKEN_TTL_S, digest
 from controlplane.probes import ProbeTarget
 from controlplane.store.events import record_event
+from controlplane.store.leases import Fenced
 from controlplane.store.models import (
     Account,
     Model,
@@ -191,15 +192,26 @@ def reconcile(ctx: LoopContext) -> None:
     probes = _probe(ctx, nodes, seen, specs)
     for snap in nodes:
         if snap.id in seen:
+            _still_acting(ctx)
             with _guarded(ctx, snap):
                 _step(ctx, snap, seen[snap.id], probes, specs.get(snap.model_id), accounts)
     settle_replicas(ctx)
+
+
+def _still_acting(ctx: LoopContext) -> None:
+    """Raise ``Fenced`` once this daemon's lease has lapsed (on its own clock, no query):
+    a step may call the cloud before it writes, and a deposed leader (paused past its lease,
+    then resumed mid-pass) must not act on its stale snapshot for the nodes left."""
+    if ctx.store.fence is not None:
+        ctx.store.fence.claims()
 
 
 @contextmanager
 def _guarded(ctx: LoopContext, snap: NodeSnapshot) -> Iterator[None]:
     try:
         yield
+    except Fenced:
+        raise  # the whole pass ends: this daemon no longer acts (not one node's problem)
     except RateLimited as err:
         _rate_limited(ctx, snap, err)
     except ProviderError as err:
