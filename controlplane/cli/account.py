@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from controlplane.cli.output import print_data
 from controlplane.cli.remote import EXIT_REJECTED, Output, OutputOption, console, err_console
 from controlplane.settings import state_dir
 from controlplane.telemetry import configure_logging
@@ -193,7 +193,7 @@ def check(
     findings, external_id = run_check(loaded, endpoint_url=endpoint_url, customer=customer)
     ok = bool(findings) and all(f.ok for f in findings)
     spec = loaded.spec
-    if output == Output.JSON:
+    if output.structured:
         doc = {
             "account": spec.name,
             "cloud": spec.cloud.value,
@@ -204,7 +204,7 @@ def check(
             "ok": ok,
             "findings": [f.__dict__ for f in findings],
         }
-        console().print_json(json.dumps(doc))
+        print_data(doc, output)
     else:
         _print_table(loaded, findings, external_id, ok)
     if not ok:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from controlplane.cli.output import print_data, to_data
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
     DEFAULT_TIMEOUT_S,
@@ -28,8 +29,6 @@ from controlplane.cli.remote import (
     TokenOption,
     daemon,
     fail,
-    print_json,
-    to_dict,
 )
 from controlplane.grpc.client import format_problem
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -111,7 +110,7 @@ def validate(
                     "problems": [_problem_json(p) for p in exc.problems],
                 }
             )
-            if output == Output.TABLE:
+            if not output.structured:
                 for problem in exc.problems:
                     typer.echo(str(problem), err=True)
             continue
@@ -125,15 +124,15 @@ def validate(
                 "warnings": list(loaded.warnings),
             }
         )
-        if output == Output.TABLE:
+        if not output.structured:
             for warning in loaded.warnings:
                 typer.echo(warning, err=True)
             typer.echo(
                 f"{loaded.source}: ok (customer {policy.customer}, {len(policy.accounts)} "
                 f"accounts, {len(policy.models)} models)"
             )
-    if output == Output.JSON:
-        print_json(results)
+    if output.structured:
+        print_data(results, output)
     if failed:
         raise typer.Exit(EXIT_REJECTED)
 
@@ -165,10 +164,10 @@ def apply(
     )
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(request, timeout=c.timeout)
-    if output == Output.JSON:
-        data = to_dict(resp)
+    if output.structured:
+        data = to_data(resp)
         data["policy"].pop("yaml", None)  # the caller has the file
-        print_json(data)
+        print_data(data, output)
         return
     v = resp.policy
     if resp.changed:
@@ -200,8 +199,8 @@ def diff(
     )
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.ApplyPolicyResponse = c.stub.ApplyPolicy(request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(resp)
+    if output.structured:
+        print_data(resp, output)
     else:
         for change in resp.diff.changes:
             line = f"{_MARKS.get(change.action, '?')} {change.action} {change.kind} {change.name}"
@@ -243,8 +242,8 @@ def show(
     request = pb.GetPolicyRequest(customer=customer or "", version=version)
     with daemon(addr, token, ca, timeout) as c:
         v: pb.PolicyVersion = c.stub.GetPolicy(request, timeout=c.timeout)
-    if output == Output.JSON:
-        print_json(v)
+    if output.structured:
+        print_data(v, output)
         return
     at = v.applied_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S UTC")
     state = "active" if v.active else "inactive"
