@@ -3,8 +3,10 @@ that keeps ``gpucap --help`` and the read commands fast (the timings are bench/c
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
@@ -76,3 +78,17 @@ def test_a_listed_command_runs_and_a_typo_gets_a_suggestion() -> None:
     assert ok.exit_code == 0 and "models" in ok.stdout and "pools" in ok.stdout
     typo = runner.invoke(app, ["modles"])
     assert typo.exit_code == 2 and "models" in typo.output
+
+
+def _complete(words: str, cword: int) -> list[str]:
+    env = {**os.environ, "_GPUCAP_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env["COMP_CWORD"] = str(cword)
+    exe = Path(sys.executable).with_name("gpucap")
+    out = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
+    return out.stdout.split()
+
+
+def test_shell_completion_reaches_into_a_lazily_loaded_command() -> None:
+    assert "describe" in _complete("gpucap des", 1)
+    assert _complete("gpucap get ", 2) == ["models", "nodes", "pools"]
+    assert "--output" in _complete("gpucap get models --ou", 3)
