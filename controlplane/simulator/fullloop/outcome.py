@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,9 @@ from sqlalchemy import select
 from controlplane.loop.context import epoch
 from controlplane.simulator.engine import ModelOutcome, RunOutcome
 from controlplane.simulator.fullloop.run import EPOCH0, Replayed
-from controlplane.store.models import DecisionRecord, Model, Node, Pool, Replica
-from schema.catalog import INSTANCE_TYPES_BY_NAME
+from controlplane.store.models import DecisionRecord, Model, Pool, Replica
+from controlplane.store.usage import node_uses
+from controlplane.usage import US_PER_HOUR, billed_micros, micros
 from schema.types import CapacityTier
 
 
@@ -59,6 +61,10 @@ class FullLoopOutcome:
         return out
 
 
+def _at(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
 def outcome(done: Replayed) -> FullLoopOutcome:
     sc = done.scenario
     t0, end = EPOCH0 + sc.warmup_s, EPOCH0 + sc.end_s
@@ -78,39 +84,26 @@ def outcome(done: Replayed) -> FullLoopOutcome:
         names = {m.id: m.name for m in s.scalars(select(Model))}
         pools = {p.id: p for p in s.scalars(select(Pool))}
 
-        def billed_h(n: Node) -> float:
-            """From request to release, less the time it waited stopped in a warm pool
-            (a stopped instance bills its volumes only: coldstart.md §4)."""
-            released = epoch(n.terminated_at or n.failed_at)
-            stopped = epoch(n.stopped_at)
-            if stopped is None:
-                return clipped_h(epoch(n.pending_at), released)
-            resumed = epoch(n.resuming_at)
-            back = resumed if resumed is not None and resumed >= stopped else None
-            hours = clipped_h(epoch(n.pending_at), stopped)
-            return hours + (clipped_h(back, released) if back is not None else 0.0)
-
+        # Each node as usage metering bills it (``controlplane.usage``: request to
+        # release, less its warm-pool stops, at its price as of its launch).
+        lo, hi = _at(t0), _at(end)
         used = sorted(  # (in an order of the values, not of the random intent ids)
             (
-                billed_h(n),
-                names[model_id],
-                n.pool_id,
-                n.instance_type,
+                billed_micros(u, micros(lo), micros(hi)) / US_PER_HOUR,
+                u.model,
+                u.tier,
+                u.gpus,
+                u.usd_per_hour,
             )
-            for n, model_id in s.execute(
-                select(Node, Replica.model_id).join(Replica, Node.replica_id == Replica.id)
-            )
-            if n.instance_id is not None
+            for u in node_uses(s, lo, hi)
         )
-        for hours, name, pool_id, instance_type in used:
-            pool = pools[pool_id]
-            gpus = INSTANCE_TYPES_BY_NAME[instance_type].gpus
+        for hours, name, tier, gpus, price in used:
             gpu_h[name] += hours * gpus
-            usd[name] += hours * pool.price_usd_per_hour
-            use = tiers[pool.tier]
+            usd[name] += hours * price
+            use = tiers[tier]
             use.node_hours += hours
             use.gpu_hours += hours * gpus
-            use.cost_usd += hours * pool.price_usd_per_hour
+            use.cost_usd += hours * price
         held = []
         for r in s.scalars(select(Replica)):
             created = epoch(r.created_at)
