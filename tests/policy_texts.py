@@ -53,7 +53,9 @@ def engines_policy(models: dict[str, tuple[str, int]]) -> str:
 """
         for name, (engine, port) in models.items()
     )
-    return f"""customer: acme
+    return f"""apiVersion: gpucap.dev/v1
+kind: Policy
+customer: acme
 accounts:
   - name: acme-aws
     cloud: aws
@@ -66,6 +68,8 @@ models:{body}"""
 # A policy that stages weights: one customer-owned AWS account with a staging bucket per
 # region, one model whose weights are staged where it runs and one region ahead.
 STAGING_POLICY = """\
+apiVersion: gpucap.dev/v1
+kind: Policy
 customer: acme
 accounts:
   - name: acme-aws

@@ -14,6 +14,8 @@ from schema.policy_file import PolicyError, load_policy_file, parse_policy
 from tests.policy_texts import EXAMPLE_POLICY_PATH
 
 BASE = """\
+apiVersion: gpucap.dev/v1
+kind: Policy
 customer: acme
 accounts:
   - name: acme-aws
@@ -57,7 +59,7 @@ CASES = {
         "    credentials:",
         16,
         "<document>",
-        "while parsing a flow sequence started at line 5",
+        "while parsing a flow sequence started at line 7",
     ),
     "wrong type": Case(
         "max_replicas: 4",
@@ -223,9 +225,9 @@ def test_every_problem_is_reported_in_document_order() -> None:
     with pytest.raises(PolicyError) as err:
         parse_policy(text, "p.yaml")
     assert [(p.field, p.line) for p in err.value.problems] == [
-        ("accounts[0].cloud", 4),
-        ("models[0].max_replicas", 14),
-        ("models[0].colour", 15),
+        ("accounts[0].cloud", 6),
+        ("models[0].max_replicas", 16),
+        ("models[0].colour", 17),
     ]
     assert str(err.value).splitlines() == [str(p) for p in err.value.problems]
 
