@@ -285,6 +285,7 @@ def record_launch(
                 state=NodeState.PENDING.value,
                 pending_at=now,
                 price_usd_per_hour=pool.price_usd_per_hour,
+                tier=pool.tier,
             )
         )
     record_event(

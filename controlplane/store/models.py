@@ -249,10 +249,11 @@ class Node(Base):
     # without weights, or an intent recorded before this column (its launch_weights_uri,
     # then the policy's origins).
     launch_weights_sources: Mapped[list[str] | None] = mapped_column(JSON)
-    # Its pool's price when the intent was recorded: usage is billed at it, whatever the
-    # pool's price became later (``controlplane.usage``). Null: an intent recorded before
-    # this column (billed at its pool's price).
+    # Its pool's price and capacity tier when the intent was recorded: usage is billed at
+    # them, whatever the pool's became later (``controlplane.usage``). Null: an intent
+    # recorded before these columns (billed at its pool's).
     price_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    tier: Mapped[str | None] = mapped_column(String(16))
 
     replica: Mapped[Replica] = relationship(back_populates="nodes")
 

@@ -58,7 +58,7 @@ def node_uses(
     s: Session, since: datetime, until: datetime, customer: str | None = None
 ) -> list[NodeUse]:
     """Every node that may bill within [since, until), of ``customer`` (None: all), with
-    its model, tier, GPUs, price as of launch and the stops its rows record."""
+    its model, GPUs, price and tier as of launch and the stops its rows record."""
     return _uses(s, _billing_within(customer, since, until))
 
 
@@ -89,7 +89,7 @@ def _uses(s: Session, where: ColumnElement[bool]) -> list[NodeUse]:
             Node.id,
             Node.customer,
             Model.name,
-            Pool.tier,
+            func.coalesce(Node.tier, Pool.tier),
             Node.cloud,
             Node.instance_type,
             Pool.gpu_shape,

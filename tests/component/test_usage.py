@@ -35,8 +35,8 @@ def h(hours: float) -> datetime:
 
 
 def add_node(store: Store, node_id: str, model: str, pool_id: str, **stamps: object) -> None:
-    """A replica of one node, as the loop records it: its pool's price recorded with the
-    intent, an instance once created, the given state stamps."""
+    """A replica of one node, as the loop records it: its pool's price and tier recorded
+    with the intent, an instance once created, the given state stamps."""
     with store.session() as s:
         model_id = s.scalar(select(ModelRow.id).where(ModelRow.name == model))
         pool = s.get(Pool, pool_id)
@@ -57,6 +57,7 @@ def add_node(store: Store, node_id: str, model: str, pool_id: str, **stamps: obj
             "pending_at": T0,
             "instance_id": f"i-{node_id}",
             "price_usd_per_hour": pool.price_usd_per_hour,
+            "tier": pool.tier,
         }
         fields.update(stamps)
         s.add(
@@ -171,16 +172,27 @@ def test_a_node_stopped_and_resumed_twice_bills_neither_stop(
     assert _hours(service, "cloud", since=h(4), until=h(9))[("oci",)] == (2 + 1) * 8
 
 
-def test_a_node_bills_its_price_as_of_its_launch(
+def test_a_node_bills_its_price_and_tier_as_of_its_launch(
     fleet: Store, service: ControlPlaneService
 ) -> None:
+    """The policy drops the commit and the price of EAST changes: its node launched before
+    stays committed, at the old price; an intent recorded before the columns existed (null)
+    is billed at its pool's."""
     with fleet.session() as s:
         pool = s.get(Pool, EAST)
         assert pool is not None
-        pool.price_usd_per_hour = 1.0  # a new price: only later launches pay it
+        pool.price_usd_per_hour, pool.tier = 1.0, "on_demand"
     view = service.usage("acme", group_by=["tier"])
     committed = next(r for r in view.rows if r.tier == "committed")
     assert committed.cost_usd == pytest.approx(3 * 55.04)
+    with fleet.session() as s:
+        node = s.get(Node, "n-done")
+        assert node is not None
+        node.price_usd_per_hour, node.tier = None, None
+    view = service.usage("acme", group_by=["tier"])
+    assert "committed" not in {r.tier for r in view.rows}
+    on_demand = next(r for r in view.rows if r.tier == "on_demand")
+    assert on_demand.cost_usd == pytest.approx(3 * 1.0 + 70 + 4 * 6.88)
 
 
 def test_bad_requests_name_the_field(fleet: Store, service: ControlPlaneService) -> None:
@@ -219,8 +231,8 @@ def _lifetimes_gpu_hours(store: Store, now: datetime) -> float:
 
 def test_the_loop_records_what_usage_bills(loop, world, store: Store) -> None:  # type: ignore[no-untyped-def]
     """The real loop on the simulated cloud: a warm pool fills (a node booted, then
-    stopped), a scale-up resumes it, another fills; every node carries its pool's price,
-    and usage equals the nodes' lifetimes less the stopped time."""
+    stopped), a scale-up resumes it, another fills; every node carries its pool's price
+    and tier, and usage equals the nodes' lifetimes less the stopped time."""
     ctl, load = loop
     sim, clock = world
     warm._apply_warm_policy(store)
@@ -233,7 +245,9 @@ def test_the_loop_records_what_usage_bills(loop, world, store: Store) -> None:  
     with store.session() as s:
         nodes = list(s.scalars(select(Node)))
         prices = {p.id: p.price_usd_per_hour for p in s.scalars(select(Pool))}
+        tiers = {p.id: p.tier for p in s.scalars(select(Pool))}
         assert nodes and all(n.price_usd_per_hour == prices[n.pool_id] for n in nodes)
+        assert all(n.tier == tiers[n.pool_id] for n in nodes)
         assert any(n.stopped_at and n.resuming_at and n.resuming_at > n.stopped_at for n in nodes)
     view = service.usage("demo")
     assert view.gpu_hours == pytest.approx(_lifetimes_gpu_hours(store, now))

@@ -1,5 +1,5 @@
-"""Usage metering: each node's price as of its launch, and the stops of warm nodes that are
-over (a node row holds only its latest stop).
+"""Usage metering: each node's price and capacity tier as of its launch, and the stops of
+warm nodes that are over (a node row holds only its latest stop).
 
 Revision ID: 0014
 Revises: 0013
@@ -24,6 +24,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("nodes") as batch:
         batch.add_column(sa.Column("price_usd_per_hour", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("tier", sa.String(length=16), nullable=True))
     op.create_table(
         "node_stops",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -42,4 +43,5 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_node_stops_node_id"), table_name="node_stops")
     op.drop_table("node_stops")
     with op.batch_alter_table("nodes") as batch:
+        batch.drop_column("tier")
         batch.drop_column("price_usd_per_hour")
