@@ -7,7 +7,7 @@ version applied since through the API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ def reload(store: Store, svc: ControlPlaneService, policy_file: Path) -> Iterato
     daemon = Daemon(DaemonConfig(), wiring)
     daemon.service = svc
 
-    def run() -> list[dict[str, Any]]:
+    def run() -> list[MutableMapping[str, Any]]:
         with structlog.testing.capture_logs() as logs:
             daemon.apply_policies()
         return logs

@@ -50,7 +50,9 @@ def test_sighup_refuses_a_file_that_lost_a_model_and_keeps_an_api_change(tmp_pat
         d.proc.send_signal(signal.SIGHUP)
         (refused,) = _until_logged(d.log, "policy.refused", seen)
         assert refused["file"] == str(policy.resolve())
-        assert any("would delete model coder-32b" in str(p) for p in refused["problems"])  # type: ignore[attr-defined]
+        problems = refused["problems"]
+        assert isinstance(problems, list)
+        assert any("would delete model coder-32b" in str(p) for p in problems)
         assert cli(d.addr, "policy", "show", "demo") == before
         models = {m["name"]: m for m in cli(d.addr, "models")["models"]}
         assert "coder-32b" in models and "deleted_at" not in models["coder-32b"]
