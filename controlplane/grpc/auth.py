@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +37,7 @@ from controlplane.authz import (
     may_apply,
     role_from_certificate,
     scope,
+    split_token,
 )
 from controlplane.authz import RULES as RULES
 from controlplane.store.models import DecisionRecord
@@ -53,6 +56,26 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: its role and which credential it showed (never a secret)."""
+
+    role: Role
+    credential: str  # "token <id>", "shared token" or "certificate <name>"
+
+    def __str__(self) -> str:
+        return f"{self.role} by {self.credential}"
+
+
+# The caller of the unary call this thread is serving (None: authentication is off), for
+# what the servicer records of who did what (a policy's applied_by, on-call logs).
+_CALLER: ContextVar[Caller | None] = ContextVar("gpucap_caller", default=None)
+
+
+def current_caller() -> Caller | None:
+    return _CALLER.get()
+
+
 class Authenticator:
     """A call's role from its metadata and TLS peer; None: no valid credential."""
 
@@ -69,27 +92,33 @@ class Authenticator:
         self._cert_roles = cert_roles
         self._clock = clock
 
-    def role(self, context: grpc.ServicerContext) -> Role | None:
+    def identify(self, context: grpc.ServicerContext) -> Caller | None:
         bearer = _bearer(context.invocation_metadata())
         if bearer is not None:
-            return self._token_role(bearer)
+            return self._token_caller(bearer)
         if self._cert_roles is None:
             return None
         auth = context.auth_context() or {}
         names = [v.decode() for v in auth.get("x509_common_name", ())]
         uris = [v.decode() for v in auth.get("peer_uri", ())]  # (the SAN URIs)
-        return role_from_certificate(self._cert_roles, names, uris)
+        role = role_from_certificate(self._cert_roles, names, uris)
+        return None if role is None else Caller(role, f"certificate {(uris or names)[0]}")
 
-    def _token_role(self, header: bytes) -> Role | None:
+    def _token_caller(self, header: bytes) -> Caller | None:
         # (both compared whatever the first answers: the time says nothing of which matched)
         shared = self._shared is not None and hmac.compare_digest(header, self._shared)
-        stored = None
+        stored, token_id = None, ""
         if self._tokens is not None and header.startswith(b"Bearer "):
             try:
-                stored = self._tokens.role(header[7:].decode("ascii"), self._clock())
+                text = header[7:].decode("ascii")
             except UnicodeDecodeError:
-                stored = None
-        return ADMIN if shared else stored
+                text = ""
+            stored = self._tokens.role(text, self._clock())
+            parts = split_token(text)
+            token_id = parts.id if parts else ""
+        if shared:
+            return Caller(ADMIN, "shared token")
+        return None if stored is None else Caller(stored, f"token {token_id}")
 
 
 def _bearer(metadata: Any) -> bytes | None:
@@ -124,8 +153,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-                self._check(method, request, context)
-                return inner_uu(request, context)
+                token = _CALLER.set(self._check(method, request, context))
+                try:
+                    return inner_uu(request, context)
+                finally:
+                    _CALLER.reset(token)
 
             return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
         if handler.unary_stream:
@@ -152,16 +184,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
 
-    def _check(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+    def _check(self, method: str, request: Any, context: grpc.ServicerContext) -> Caller | None:
+        """The caller, once the call's rule lets it through; aborts the call otherwise."""
         rule = RULES.get(method)
         caller = None
         try:
             if rule is None or rule.scope is not Scope.NODE_TOKEN:
-                caller = self._auth.role(context)
-            verdict = authorize(method, caller)
-            if verdict.outcome is Outcome.ALLOW and caller is not None and not caller.admin:
+                caller = self._auth.identify(context)
+            role = caller.role if caller is not None else None
+            verdict = authorize(method, role)
+            if verdict.outcome is Outcome.ALLOW and role is not None and not role.admin:
                 assert rule is not None  # (authorize refuses a method without one)
-                verdict = self._scope(rule.scope, caller, request)
+                verdict = self._scope(rule.scope, role, request)
         except SQLAlchemyError:
             # The store did not answer: the caller may retry; nothing was let through.
             log.exception("grpc.auth_store_error", method=method)
@@ -174,6 +208,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 outcome=verdict.outcome.value,
             )
             context.abort(_CODES[verdict.outcome], verdict.message)
+        return caller
 
     def _scope(self, how: Scope, caller: Role, request: Any) -> Verdict:
         if how is Scope.CUSTOMER_FIELD:
@@ -210,8 +245,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
             new = self._svc.validate_policy(request.yaml, request.source).policy
         except (PolicyError, ServiceError):
             return scope(caller, None)  # (the servicer answers a bad file as always)
-        if new.customer != caller.customer:
-            return scope(caller, new.customer)
+        if new.customer != caller.customer or request.dry_run:
+            return scope(caller, new.customer)  # (a dry run only shows the change)
         try:
             view = self._svc.get_policy(caller.customer, None)
             active = self._svc.validate_policy(view.version.raw_yaml, "<active>").policy

@@ -45,7 +45,7 @@ from controlplane.api_tokens import CACHE_S as TOKEN_CACHE_S
 from controlplane.api_tokens import TokenAuthenticator
 from controlplane.authz import CertRoles
 from controlplane.grpc import convert
-from controlplane.grpc.auth import Authenticator, AuthInterceptor
+from controlplane.grpc.auth import Authenticator, AuthInterceptor, current_caller
 from controlplane.grpc.client import DEFAULT_ADDR
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.gen.gpucap.v1 import control_plane_pb2_grpc as pb_grpc
@@ -59,6 +59,7 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ControlPlane"].full_name
 # routers live without measurable load (a query or two per open stream per tick).
 STREAM_POLL_S = 0.5
 STREAM_BATCH = 500
+APPLIED_BY_CHARS = 255  # (the store's column)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -216,6 +217,10 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
                 diff=convert.policy_diff(diff), refusals=[convert.problem(p) for p in refusals]
             )
         applied_by = request.applied_by or f"unknown ({context.peer()})"
+        caller = current_caller()
+        if caller is not None:  # (who the credential says, beside what the caller wrote)
+            suffix = f" [{caller}]"
+            applied_by = applied_by[: APPLIED_BY_CHARS - len(suffix)] + suffix
         result = self.svc.apply_policy_result(
             request.yaml, request.source, applied_by, allow_deletes=request.allow_deletes
         )
@@ -318,6 +323,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
             changed=len(result.changed),
             matched=result.matched,
             peer=context.peer(),
+            caller=str(current_caller() or ""),
         )
         return pb.CordonPoolsResponse(
             changed=[convert.pool(v) for v in result.changed], matched=result.matched
@@ -381,6 +387,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
             changed=result.changed,
             drained=result.drained,
             peer=context.peer(),
+            caller=str(current_caller() or ""),
         )
         return pb.DrainNodeResponse(
             node=convert.node(result.node),

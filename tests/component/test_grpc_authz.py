@@ -404,8 +404,13 @@ def test_a_customer_applies_its_policy_but_not_its_accounts(world: World) -> Non
     with ControlPlaneClient(world.addr, token=world.tokens["owner"]) as c:
         done = c.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=more_models, applied_by="ci"))
         assert done.changed and done.policy.version == 2
+        owner_id = (world.tokens["owner"] or "").split("_")[1]
+        # Who the credential says, beside what the caller wrote.
+        assert done.policy.applied_by == f"ci [customer:acme by token {owner_id}]"
         code, detail = _call(c, "ApplyPolicy", pb.ApplyPolicyRequest(yaml=more_regions))
         assert code == C.PERMISSION_DENIED and "accounts or overflow" in detail
+        # A dry run only shows the change: allowed.
+        c.stub.ApplyPolicy(pb.ApplyPolicyRequest(yaml=more_regions, dry_run=True))
         assert c.stub.GetPolicy(pb.GetPolicyRequest()).version == 2  # (unchanged)
     newco = api_tokens.create(world.store, Role("newco"), now=datetime.now(UTC)).token
     first = edited(ACME, "customer: acme", "customer: newco")
