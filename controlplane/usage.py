@@ -3,10 +3,10 @@ and per model, capacity tier or cloud. Pure (no clock, no I/O): the store's edge
 (``controlplane.store.usage``) reads the node rows into :class:`NodeUse` values, and both
 the API (``GetUsage``) and the daemon's counters call :func:`usage` on them.
 
-A node bills from its request (``pending_at``) to its release (``terminated_at``, else
-``failed_at``), less the time it waited stopped in a warm pool: the rule the simulator
-charges by (``simulator/fullloop/outcome.py``). A node whose create never made an instance
-bills nothing. Times are integer microseconds since the Unix epoch, so the seconds of
+A node bills from its request (``pending_at``) to its release (``terminated_at``; for a
+node failed for good, ``failed_at``), less the time it waited stopped in a warm pool; the
+simulator's full-loop replay bills its nodes with this too. A node whose create never made
+an instance bills nothing. Times are integer microseconds since the Unix epoch, so the seconds of
 [a, b) and [b, c) add up to those of [a, c) exactly, whatever the ranges cut.
 """
 

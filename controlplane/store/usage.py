@@ -3,11 +3,11 @@ within a range, read as :class:`~controlplane.usage.NodeUse` values, and the one
 that keeps a node's billing history whole (its earlier stops, before its row's stamps are
 overwritten by the next one).
 
-Usage is derived from these rows on every call, never accumulated in a process: a
-restarted daemon or a new leader reads the same history, so nothing is counted twice or
-lost. No job deletes node rows (gc releases instances and placement groups, and marks
-rows; it never deletes them), so the history is complete; a retention job that deleted
-them would have to keep their usage first.
+Usage is derived from these rows, never counted as it happens in a process: a restarted
+daemon or a new leader reads the same history, so nothing is counted twice or lost. No job
+deletes node rows (gc releases instances and placement groups, and marks rows; it never
+deletes them), so the history is complete; a retention job that deleted them would have
+to keep their usage first.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from controlplane.store.models import Model, Node, NodeStop, Pool, Replica
@@ -23,9 +23,9 @@ from controlplane.usage import NodeUse, closed_stop, micros, row_stops
 from schema.catalog import INSTANCE_TYPES_BY_NAME, parse_gpu_shape
 from schema.types import TERMINAL_NODE_STATES
 
-# Stamps a released node's row may carry, latest last: a terminal row without a release
-# stamp (written by hand, or by code before failed_at was stamped on every failure) is
-# taken as released at the latest of them.
+_TERMINAL = tuple(sorted(TERMINAL_NODE_STATES))
+# Stamps a released node's row may carry: a terminal row without a release stamp (written
+# by hand, or by an older version) is taken as released at the latest of them.
 _STAMPS = (
     "pending_at",
     "provisioning_at",
@@ -39,8 +39,14 @@ _STAMPS = (
 )
 
 
-def _released() -> ColumnElement[datetime]:
-    return func.coalesce(Node.terminated_at, Node.failed_at)
+def _released() -> ColumnElement[datetime | None]:
+    """When a node was released: terminated, else failed for good (a failed node still
+    draining or terminating holds its instance until it is terminated)."""
+    return case(
+        (Node.terminated_at.is_not(None), Node.terminated_at),
+        (Node.state.in_(_TERMINAL), Node.failed_at),
+        else_=None,
+    )
 
 
 def _billing_within(customer: str | None, since: datetime, until: datetime) -> ColumnElement[bool]:
@@ -125,9 +131,9 @@ def _uses(s: Session, where: ColumnElement[bool]) -> list[NodeUse]:
         stopped,
         resuming,
     ) in rows:
-        released = terminated or failed
+        released = terminated
         if released is None and state in TERMINAL_NODE_STATES:
-            released = _last_stamp(s, node_id)
+            released = failed or _last_stamp(s, node_id)
         shape = (instance_type, gpu_shape)
         if shape not in gpus:
             gpus[shape] = _gpus(instance_type, gpu_shape)

@@ -151,6 +151,21 @@ def test_usage_groups_by_model_tier_and_cloud(fleet: Store, service: ControlPlan
     assert [r.customer for r in everyone.rows] == ["acme"]
 
 
+def test_a_failed_node_bills_until_its_instance_is_released(
+    fleet: Store, service: ControlPlaneService
+) -> None:
+    """A node whose boot failed at 5 h is drained (failed_at stamped, its instance still
+    there): it bills on until it is terminated, not up to its failure."""
+    add_node(fleet, "n-timeout", "deepseek-r1", GCP, state="draining", pending_at=h(4),
+             failed_at=h(5), draining_at=h(5))  # fmt: skip
+    assert _hours(service, "model")[("deepseek-r1",)] == 6 * 8  # 4 h .. now
+    with fleet.session() as s:
+        row = s.get(Node, "n-timeout")
+        assert row is not None
+        row.state, row.terminated_at = "terminated", h(7)
+    assert _hours(service, "model")[("deepseek-r1",)] == 3 * 8
+
+
 def test_a_node_stopped_and_resumed_twice_bills_neither_stop(
     fleet: Store, service: ControlPlaneService
 ) -> None:
