@@ -18,9 +18,16 @@ from prometheus_client import CollectorRegistry, Counter
 
 from controlplane import http_endpoint
 from controlplane.api import ControlPlaneService
+from controlplane.daemon import Daemon, Wiring
 from controlplane.grpc.server import InsecureBindError
 from controlplane.health import Readiness
+from controlplane.loop import Tuning
+from controlplane.metrics_sources import SyntheticTraffic
+from controlplane.resolvers import SimHealth, SimResolver
 from controlplane.store.db import Store
+from providers.sim import SimCloud
+from schema.daemon_config import DaemonConfig, GrpcConfig
+from tests.component.test_control_loop import POLICY
 from tests.tls_certs import CertFiles, self_signed_localhost
 
 TOKEN = "s3cret-token"
@@ -140,3 +147,35 @@ def test_loopback_stays_open_and_plain() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_daemon_serves_its_port_off_loopback_with_the_grpc_tls_and_token(
+    tmp_path: Path, certs: CertFiles
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    sim = SimCloud()
+    wiring = Wiring(
+        database_url=f"sqlite:///{tmp_path / 'gpucap.db'}",
+        providers=SimResolver(sim),
+        health=SimHealth(sim),
+        metrics_source=SyntheticTraffic({}),
+        tuning=Tuning(),
+        policy_texts=[("demo", POLICY)],
+    )
+    grpc = GrpcConfig(
+        addr="127.0.0.1:0",
+        tls_cert=str(certs.cert),
+        tls_key=str(certs.key),
+        token_file=str(token_file),
+    )
+    daemon = Daemon(DaemonConfig(grpc=grpc, metrics_addr="0.0.0.0:0"), wiring)
+    daemon.start()
+    try:
+        url = f"https://localhost:{daemon.metrics_port}"
+        assert _get(url + "/metrics", certs)[0] == 401
+        status, body = _get(url + "/metrics", certs, token=TOKEN)
+        assert status == 200 and b"gpucap_build_info" in body
+        assert _get(url + http_endpoint.HEALTHZ_PATH, certs)[0] == 200
+    finally:
+        daemon.stop()
