@@ -176,7 +176,9 @@ def apply(
         typer.echo(f"unchanged: {v.customer} policy v{v.version} is already active")
 
 
-# How a change shows in `gpucap policy diff`, diff-style.
+# `gpucap policy diff`: its exit status for a bad file (diff's "trouble"), and how a change
+# shows, diff-style.
+EXIT_INVALID_FILE = 2
 _MARKS = {"create": "+", "change": "~", "delete": "-", "adopt": "~", "conflict": "!"}
 
 
@@ -192,8 +194,15 @@ def diff(
 ) -> None:
     """What applying FILE would change against the active policy: models and accounts
     created, changed (field by field) and deleted, pools added and drained, and why the
-    apply would be refused. Changes nothing. Exit 0: no differences; 1: differences."""
+    apply would be refused. Changes nothing. Exit 0: no differences; 1: differences; 2: the
+    file has problems (printed as `validate` prints them)."""
     text, source = _read(file)
+    try:
+        parse_policy(text, source=source)  # (a bad file is trouble, not a difference)
+    except PolicyError as exc:
+        for problem in exc.problems:
+            typer.echo(str(problem), err=True)
+        raise typer.Exit(EXIT_INVALID_FILE) from exc
     request = pb.ApplyPolicyRequest(
         yaml=text, source=source, allow_deletes=allow_deletes, dry_run=True
     )

@@ -56,6 +56,13 @@ def test_diff_lists_changes_field_by_field_and_exits_like_diff(
     # A diff changes nothing.
     assert json.loads(gpucap("policy", "show", "-o", "json").stdout)["version"] == 1
 
+    bad = _write(
+        tmp_path, "bad.yaml", edited(example_policy(), "max_replicas: 40", "max_replicas: -1")
+    )
+    trouble = gpucap("policy", "diff", str(bad))
+    assert trouble.exit_code == 2  # as diff's trouble: not a difference
+    assert trouble.stderr.splitlines() == gpucap("policy", "validate", str(bad)).stderr.splitlines()
+
 
 def test_apply_that_deletes_needs_the_marker_or_the_flag(
     gpucap: Gpucap, api: Daemon, tmp_path: Path
