@@ -56,9 +56,11 @@ class Explain:
         )
         seen = snap.observed.get(m.id, [])
         waiting = waiting_pools(snap, m)
-        out = []
+        out, excluded = [], []
         for p, view in zip(pools, inp.pools, strict=True):
-            if not all(ok(inp, view) for _, ok in POLICY_FILTERS):
+            failed = next((name for name, ok in POLICY_FILTERS if not ok(inp, view)), None)
+            if failed is not None:
+                excluded.append((p.id, failed))
                 continue
             est = pool_estimate(
                 self._coldstart,
@@ -76,4 +78,4 @@ class Explain:
             blocked = p.blocked_until if p.blocked_until and p.blocked_until > now else None
             out.append(PoolEstimateView(p, est, blocked, snap.nodes_in_use[p.id]))
         out.sort(key=lambda v: (v.estimate.seconds, v.pool.id))
-        return ExplainView(customer, name, m.desired, tuple(out))
+        return ExplainView(customer, name, m.desired, tuple(out), tuple(excluded))

@@ -174,3 +174,5 @@ class ExplainView:
     model: str
     desired: int
     pools: tuple[PoolEstimateView, ...]  # the policy's allowed pools, fastest first
+    # The others: (pool id, the first policy filter it fails), in the pools' order.
+    excluded: tuple[tuple[str, str], ...] = ()

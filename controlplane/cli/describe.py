@@ -32,9 +32,9 @@ from controlplane.cli.remote import (
 )
 from controlplane.cli.tables import print_table
 from controlplane.cli.why import (
+    exclusion_words,
     expected_ready,
     node_history,
-    pool_exclusion,
     reason_words,
     replica_sum,
     span,
@@ -123,12 +123,14 @@ def model(
         pools: pb.ListPoolsResponse = all_pages(
             c.stub.ListPools, pb.ListPoolsRequest(customer=customer), timeout=t
         )
-    candidates = {p.pool_id for p in explained.pools} if explained else set()
+    by_id = {p.id: p for p in pools.pools}
     excluded = [
-        {"pool_id": p.id, "filter": f, "why": why}
-        for p in pools.pools
-        if p.id not in candidates
-        for f, why in [pool_exclusion(m.spec, p)]
+        {
+            "pool_id": x.pool_id,
+            "filter": x.filter,
+            "why": exclusion_words(x.filter, m.spec, by_id.get(x.pool_id)),
+        }
+        for x in (explained.excluded if explained else [])
     ]
     if output.structured:
         doc: dict[str, Any] = {
@@ -136,7 +138,7 @@ def model(
             "nodes": to_data(nodes).get("nodes", []),
             "decisions": to_data(decided).get("decisions", []),
             "placement": to_data(explained) if explained else None,
-            "excluded_pools": excluded if explained else [],
+            "excluded_pools": excluded,
         }
         print_data(doc, output)
         return

@@ -1,12 +1,12 @@
 """The sentences ``gpucap describe`` builds from the API's answers: a decision's reason code
 in plain words, a model's replica counts as a sum that adds up, its expected time-to-ready,
-why its policy rules a pool out, and a node's state history. Pure functions of messages."""
+the policy filter that rules a pool out in words, and a node's state history. Pure
+functions of messages."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schema.catalog import parse_gpu_shape
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 # The autoscaler's and placement's reason codes (autoscaler/gpucap.py, the baselines,
@@ -66,37 +66,21 @@ def expected_ready(explained: pb.ExplainModelResponse) -> str:
     return "no pool its policy allows"
 
 
-def pool_exclusion(spec: pb.ModelSpec, pool: pb.Pool) -> tuple[str, str]:
-    """Which of placement's policy filters (controlplane.placement.plan, in its order) rules
-    ``pool`` out for a model of ``spec``, and why in words."""
-    if spec.clouds and pool.cloud not in spec.clouds:
-        return (
-            "cloud_not_allowed",
-            f"{pool.cloud} is not among its clouds ({', '.join(spec.clouds)})",
-        )
-    if spec.regions and pool.region not in spec.regions:
-        return (
-            "region_not_allowed",
-            f"{pool.region} is not among its regions ({', '.join(spec.regions)})",
-        )
-    if not _shape_accepted(spec, pool.gpu_shape):
+def exclusion_words(name: str, spec: pb.ModelSpec, pool: pb.Pool | None) -> str:
+    """Placement's policy filter ``name`` (the daemon says which one a pool fails) as a
+    sentence about this model and ``pool`` (None: not listed, only the filter is known)."""
+    if pool is None:
+        return name
+    if name == "cloud_not_allowed":
+        return f"{pool.cloud} is not among its clouds ({', '.join(spec.clouds)})"
+    if name == "region_not_allowed":
+        return f"{pool.region} is not among its regions ({', '.join(spec.regions)})"
+    if name == "shape_not_accepted":
         shapes = ", ".join(s.shape for s in spec.shapes)
-        return "shape_not_accepted", f"{pool.gpu_shape} nodes are none of its shapes ({shapes})"
-    if pool.tier == "shared":
-        return (
-            "overflow_not_allowed",
-            "a shared overflow pool: the customer's overflow is off or does not list it",
-        )
-    return "policy", "its policy does not allow this pool"
-
-
-def _shape_accepted(spec: pb.ModelSpec, node_shape: str) -> bool:
-    try:
-        node = parse_gpu_shape(node_shape)
-        wanted = [parse_gpu_shape(s.shape) for s in spec.shapes]
-    except ValueError:
-        return False
-    return any((w.gpu, w.gpus) == (node.gpu, node.gpus) for w in wanted)
+        return f"{pool.gpu_shape} nodes are none of its shapes ({shapes})"
+    if name == "overflow_not_allowed":
+        return "a shared overflow pool: the customer's overflow is off or does not list it"
+    return name
 
 
 _STATES = (

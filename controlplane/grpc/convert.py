@@ -499,6 +499,7 @@ def explain(view: ExplainView) -> pb.ExplainModelResponse:
         model=view.model,
         desired_replicas=view.desired,
         pools=[pool_estimate(v) for v in view.pools],
+        excluded=[pb.PoolExclusion(pool_id=i, filter=f) for i, f in view.excluded],
     )
 
 

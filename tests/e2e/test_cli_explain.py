@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.api.fit import usable_pools
 from controlplane.grpc.client import ControlPlaneClient
-from controlplane.store.models import Node, NodePhaseReport
+from controlplane.store.models import Node, NodePhaseReport, Pool
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from schema.policy_file import parse_policy
 from tests.component.oncall_kit import add_replica
@@ -75,6 +75,13 @@ def test_explain_lists_the_allowed_pools_fastest_first(gpucap: Gpucap, api: Daem
     assert [ph["source"] for ph in gcp["phases"]] == ["default"] * 4 + ["learned"]
     west = next(p for p in pools if "us-west-2" in p["pool_id"])
     assert west["cordoned"] is True
+    # Every other pool of the customer, with the policy filter it fails (llama-70b runs on
+    # 8xH100 or 8xH200 nodes: the 1xH100 pools are the ones it rules out).
+    with api.store.session() as s:
+        others = {p.id for p in s.query(Pool).filter_by(customer="acme", active=True)}
+    others -= {p["pool_id"] for p in pools}
+    assert others and {x["pool_id"] for x in data["excluded"]} == others
+    assert {x["filter"] for x in data["excluded"]} == {"shape_not_accepted"}
 
     table = gpucap("explain", "acme/llama-70b")
     assert table.exit_code == 0, table.output

@@ -10,9 +10,9 @@ import pytest
 
 from controlplane.cli.why import (
     REASONS,
+    exclusion_words,
     expected_ready,
     node_history,
-    pool_exclusion,
     reason_words,
     replica_sum,
     span,
@@ -65,19 +65,22 @@ def test_every_autoscaler_reason_code_has_words() -> None:
     assert codes and codes <= set(REASONS), codes - set(REASONS)
 
 
-def test_exclusions_name_placements_filter_in_its_order() -> None:
+def test_exclusions_in_words_per_filter() -> None:
     spec = pb.ModelSpec(
         shapes=[pb.ShapeOption(shape="8xH100")], clouds=["aws"], regions=["us-east-1"]
     )
-
-    def pool(cloud: str, region: str, shape: str, tier: str = "on_demand") -> pb.Pool:
-        return pb.Pool(id="p", cloud=cloud, region=region, gpu_shape=shape, tier=tier)
-
-    assert pool_exclusion(spec, pool("gcp", "us-west-2", "1xH100"))[0] == "cloud_not_allowed"
-    assert pool_exclusion(spec, pool("aws", "us-west-2", "1xH100"))[0] == "region_not_allowed"
-    assert pool_exclusion(spec, pool("aws", "us-east-1", "1xH100"))[0] == "shape_not_accepted"
-    shared = pool("aws", "us-east-1", "8xH100", "shared")
-    assert pool_exclusion(spec, shared)[0] == "overflow_not_allowed"
+    pool = pb.Pool(id="p", cloud="gcp", region="us-east4", gpu_shape="1xH100", tier="shared")
+    assert exclusion_words("cloud_not_allowed", spec, pool) == "gcp is not among its clouds (aws)"
+    assert exclusion_words(
+        "region_not_allowed", spec, pool
+    ) == "us-east4 is not among its regions (us-east-1)"
+    assert exclusion_words("shape_not_accepted", spec, pool) == (
+        "1xH100 nodes are none of its shapes (8xH100)"
+    )
+    assert "overflow" in exclusion_words("overflow_not_allowed", spec, pool)
+    # A filter this CLI does not know yet, or a pool it was not shown: the name as it is.
+    assert exclusion_words("new_filter", spec, pool) == "new_filter"
+    assert exclusion_words("cloud_not_allowed", spec, None) == "cloud_not_allowed"
 
 
 def test_expected_ready_is_the_fastest_open_pool() -> None:

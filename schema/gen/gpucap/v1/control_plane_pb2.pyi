@@ -624,16 +624,26 @@ class PoolEstimate(_message.Message):
     def __init__(self, pool_id: _Optional[str] = ..., cloud: _Optional[str] = ..., region: _Optional[str] = ..., instance_type: _Optional[str] = ..., gpu_shape: _Optional[str] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., expected_ready_s: _Optional[float] = ..., source: _Optional[str] = ..., launches: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[ColdStartPhase, _Mapping]]] = ..., cordoned: _Optional[bool] = ..., blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., nodes_in_use: _Optional[int] = ...) -> None: ...
 
 class ExplainModelResponse(_message.Message):
-    __slots__ = ("customer", "model", "desired_replicas", "pools")
+    __slots__ = ("customer", "model", "desired_replicas", "pools", "excluded")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     DESIRED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
     desired_replicas: int
     pools: _containers.RepeatedCompositeFieldContainer[PoolEstimate]
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., desired_replicas: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[PoolEstimate, _Mapping]]] = ...) -> None: ...
+    excluded: _containers.RepeatedCompositeFieldContainer[PoolExclusion]
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., desired_replicas: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[PoolEstimate, _Mapping]]] = ..., excluded: _Optional[_Iterable[_Union[PoolExclusion, _Mapping]]] = ...) -> None: ...
+
+class PoolExclusion(_message.Message):
+    __slots__ = ("pool_id", "filter")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    filter: str
+    def __init__(self, pool_id: _Optional[str] = ..., filter: _Optional[str] = ...) -> None: ...
 
 class CordonPoolRequest(_message.Message):
     __slots__ = ("pool_id", "cordoned", "reason")
