@@ -27,6 +27,7 @@ from schema.policy import (
     ShapeOption,
     TargetMetric,
     Weights,
+    with_header,
 )
 from schema.policy_file import PolicyError, locate, parse_yaml_model
 from schema.runtime import Runtime
@@ -322,7 +323,7 @@ def load_fleet_file(path: str | Path) -> Fleet:
 
 
 def json_schema() -> dict[str, Any]:
-    schema = Fleet.model_json_schema()
+    schema = with_header(Fleet.model_json_schema(), "Fleet")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gpucap simulator fleet"
     return schema

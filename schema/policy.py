@@ -627,15 +627,23 @@ def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:
         )
 
 
+# The version of gpucap's file formats (every file's ``apiVersion``, schema.policy_file).
+API_VERSION = "gpucap.dev/v1"
+
+
+def with_header(schema: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A file's JSON Schema with its header, ``apiVersion`` and ``kind`` (read by
+    schema.policy_file before the rest of the file)."""
+    header = {
+        "apiVersion": {"const": API_VERSION, "title": "Apiversion"},
+        "kind": {"const": kind, "title": "Kind"},
+    }
+    return {**schema, "properties": {**header, **schema.get("properties", {})}}
+
+
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the policy file, for editors (``gpucap policy schema``)."""
-    schema = Policy.model_json_schema()
-    # The file's header (schema.policy_file reads it before the policy itself).
-    schema["properties"] = {
-        "apiVersion": {"const": "gpucap.dev/v1", "title": "Apiversion"},
-        "kind": {"const": "Policy", "title": "Kind"},
-        **schema["properties"],
-    }
+    schema = with_header(Policy.model_json_schema(), "Policy")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gpucap customer policy"
     return schema

@@ -24,6 +24,7 @@ from ruamel.yaml.events import (
 )
 
 from schema.policy import (
+    API_VERSION,
     SECRET_FIELDS,
     Account,
     Model,
@@ -37,7 +38,6 @@ from schema.policy import (
 # Every gpucap file names its format: ``apiVersion`` (the version of the format) and
 # ``kind`` (which file it is), as Kubernetes objects do. A file without both is read as the
 # current version, with a deprecation warning (files written before versions existed).
-API_VERSION = "gpucap.dev/v1"
 API_VERSIONS = (API_VERSION,)
 HEADER_KEYS = ("apiVersion", "kind")
 
