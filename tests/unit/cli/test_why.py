@@ -71,9 +71,10 @@ def test_exclusions_in_words_per_filter() -> None:
     )
     pool = pb.Pool(id="p", cloud="gcp", region="us-east4", gpu_shape="1xH100", tier="shared")
     assert exclusion_words("cloud_not_allowed", spec, pool) == "gcp is not among its clouds (aws)"
-    assert exclusion_words(
-        "region_not_allowed", spec, pool
-    ) == "us-east4 is not among its regions (us-east-1)"
+    assert (
+        exclusion_words("region_not_allowed", spec, pool)
+        == "us-east4 is not among its regions (us-east-1)"
+    )
     assert exclusion_words("shape_not_accepted", spec, pool) == (
         "1xH100 nodes are none of its shapes (8xH100)"
     )
