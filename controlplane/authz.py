@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from schema.daemon_config import ROLE_PATTERN
-from schema.policy import Policy
+from schema.policy import Policy, echo
 
 SERVICE = "gpucap.v1.ControlPlane"
 HEALTH = "grpc.health.v1.Health"
@@ -166,7 +166,7 @@ def scope(caller: Role, named: str | None) -> Verdict:
     allowed verb, after :func:`authorize`."""
     if caller.admin or not named or named == caller.customer:
         return Verdict(Outcome.ALLOW, customer=caller.customer)
-    return Verdict(Outcome.NOT_FOUND, f"customer {named!r} not found")
+    return Verdict(Outcome.NOT_FOUND, f"customer {echo(named)} not found")
 
 
 def guarded_terms(policy: Policy) -> dict[str, Any]:
@@ -184,7 +184,7 @@ def may_apply(caller: Role, new: Policy, active: Policy | None) -> Verdict:
     if caller.admin:
         return ALLOW
     if new.customer != caller.customer:
-        return Verdict(Outcome.NOT_FOUND, f"customer {new.customer!r} not found")
+        return Verdict(Outcome.NOT_FOUND, f"customer {echo(new.customer)} not found")
     if active is None:
         return Verdict(
             Outcome.PERMISSION_DENIED, "a customer's first policy is applied by an admin"
