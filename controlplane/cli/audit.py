@@ -26,6 +26,7 @@ from controlplane.cli.remote import (
     console,
     daemon,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 EXIT_FINDINGS = 4  # distinct from 1 (rejected) and 3 (unreachable): the fleet is not clean
@@ -120,9 +121,6 @@ def _print(resp: pb.AuditResponse) -> None:
         "IN STATE",
         "DETAIL",
     )
-    # Ids are pasted into cloud consoles and other commands: never wrapped.
-    for i in (3, 4, 5, 7):
-        findings.columns[i].no_wrap = True
     for s in resp.sites:
         for f in s.findings:
             kind = f" ({f.kind})" if f.kind else ""
@@ -142,7 +140,8 @@ def _print(resp: pb.AuditResponse) -> None:
                 f.detail,
             )
     if findings.row_count:
-        console().print(findings)
+        # Ids are pasted into cloud consoles and other commands: never cut.
+        print_table(console(), findings, ("ACCOUNT", "REGION", "INSTANCE", "INTENT"))
     summary = (
         f"tracked {resp.tracked} (stopped {resp.stopped}), in cloud {resp.in_cloud}, "
         f"settling {resp.settling}, leaked {resp.leaked}, lost {resp.lost}, "

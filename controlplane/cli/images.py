@@ -25,6 +25,7 @@ from controlplane.cli.remote import (
     console,
     daemon,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 CloudOption = Annotated[
@@ -77,4 +78,4 @@ def images(
             x.source_digest.rsplit("@", 1)[-1][:19] or "-",
             x.error[:60],
         )
-    console().print(table)
+    print_table(console(), table, ("KEY", "RUNTIME IMAGE", "IMAGE"))

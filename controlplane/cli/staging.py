@@ -26,6 +26,7 @@ from controlplane.cli.remote import (
     daemon,
     resolve_model,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 GB = 10**9
@@ -77,5 +78,5 @@ def staging(
             f"{s.usd_per_gb_month:.4f}",
             f"{s.usd_per_month:.2f}",
         )
-    console().print(copies)
-    console().print(sites)
+    print_table(console(), copies, ("MODEL", "SITE"))
+    print_table(console(), sites, ("SITE", "BUCKET"))

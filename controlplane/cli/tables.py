@@ -16,9 +16,9 @@ from rich.text import Text
 
 
 def _width(cell: object) -> int:
-    if isinstance(cell, Text):
-        return cell.cell_len
-    return cell_len(str(cell))
+    """The widest line of a cell (a cell may list several ids, one a line)."""
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max(cell_len(line) for line in text.split("\n"))
 
 
 def keep_whole(table: Table, ids: Collection[str]) -> Table:

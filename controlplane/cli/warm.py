@@ -27,6 +27,7 @@ from controlplane.cli.remote import (
     console,
     daemon,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 
@@ -91,7 +92,7 @@ def warm(
                 _when(r.since),
                 f"{r.usd_per_hour:.4f}",
             )
-    console().print(pools)
+    print_table(console(), pools, ("MODEL", "POOL"))
     if replicas.row_count:
-        console().print(replicas)
+        print_table(console(), replicas, ("MODEL", "POOL", "REPLICA"))
     typer.echo(f"total: {resp.nodes} warm nodes, ${resp.usd_per_hour:.4f}/hour")

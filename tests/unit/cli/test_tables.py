@@ -41,3 +41,15 @@ def test_other_columns_wrap_instead_of_widening_when_they_can() -> None:
     out = _print(100)
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "a long message" in out and "needs" in out  # wrapped, not cut
+
+
+def test_a_cell_of_several_ids_one_a_line_keeps_each_whole() -> None:
+    ids = ["i-0aaaaaaaaaaaaaaaa", "i-0bbbbbbbbbbbbbbbb"]
+    buf = io.StringIO()
+    table = Table("INSTANCE", "DETAIL")
+    table.add_row("\n".join(ids), "leaked: running with gpucap's tags, in no row of the store")
+    print_table(Console(file=buf, width=30, color_system=None), table, ("INSTANCE",))
+    out = buf.getvalue()
+    assert all(i in out for i in ids) and "…" not in out, out
+    # Sized to one id, not to both side by side.
+    assert max(len(line) for line in out.splitlines()) < 2 * len(ids[0]) + 10
