@@ -173,10 +173,11 @@ def _pool_changes(
     new: Policy, models: Mapping[str, ModelState], active_pools: Mapping[str, int]
 ) -> Iterator[Change]:
     # Pools serve the policy's models and the API's (as api.sync.sync_pools derives them).
+    in_file = set(new.adopt_models) | {m.name for m in new.models}
     api = [
         Model.model_validate(s.spec)
         for name, s in sorted(models.items())
-        if s.owner == OWNER_API and name not in set(new.adopt_models) | {m.name for m in new.models}
+        if s.owner == OWNER_API and name not in in_file
     ]
     wanted = {
         p.id for p in pools_for_policy(new.model_copy(update={"models": [*new.models, *api]}))
