@@ -8,7 +8,8 @@ deployment tooling). A customer caller is confined to its own customer: a reques
 leaves the customer empty is answered for its own, and one naming another customer is
 NOT_FOUND whether that customer exists or not, so no answer tells a tenant that another
 exists. A verb beyond the role (on-call overrides, audit, the daemon's status) is
-PERMISSION_DENIED before anything is looked up.
+PERMISSION_DENIED before anything is looked up, as is a customer's change to its policy's
+accounts or overflow (:func:`may_apply`).
 """
 
 from __future__ import annotations
