@@ -1,7 +1,7 @@
 """``gpucap usage``: GPU-hours, node-hours and cost per customer, and per model, capacity
 tier or cloud with ``--by`` (gRPC GetUsage), over ``--since``/``--until`` (a duration ago
-such as 24h, or an ISO 8601 time). A table for people, JSON or CSV for scripts and
-spreadsheets; numbers are numbers in both."""
+such as 24h, or an ISO 8601 time). A table for people; JSON, YAML or CSV for scripts and
+spreadsheets, numbers as numbers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from controlplane.cli.decisions import parse_since
+from controlplane.cli.output import Output, print_data
 from controlplane.cli.read import CustomerOption
 from controlplane.cli.remote import (
     DEFAULT_ADDR,
@@ -25,14 +26,15 @@ from controlplane.cli.remote import (
     TokenOption,
     console,
     daemon,
-    print_json,
 )
+from controlplane.cli.tables import print_table
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 
 class UsageOutput(StrEnum):
     TABLE = "table"
     JSON = "json"
+    YAML = "yaml"
     CSV = "csv"
 
 
@@ -91,7 +93,7 @@ def usage(
     ca: CaOption = None,
     output: Annotated[
         UsageOutput,
-        typer.Option("--output", "-o", help="Human table, JSON or CSV for machines."),
+        typer.Option("--output", "-o", help="Human table; JSON, YAML or CSV for machines."),
     ] = UsageOutput.TABLE,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -106,8 +108,8 @@ def usage(
             getattr(request, field).FromDatetime(value)
     with daemon(addr, token, ca, timeout) as c:
         resp: pb.GetUsageResponse = c.stub.GetUsage(request, timeout=c.timeout)
-    if output == UsageOutput.JSON:
-        print_json(resp)
+    if output in (UsageOutput.JSON, UsageOutput.YAML):
+        print_data(resp, Output(output.value))
     elif output == UsageOutput.CSV:
         _csv(resp, keys)
     else:
@@ -132,8 +134,6 @@ def _table(resp: pb.GetUsageResponse, keys: list[str]) -> None:
     table = Table(
         "CUSTOMER", *(k.upper() for k in keys), "NODES", "GPU-HOURS", "NODE-HOURS", "COST USD"
     )
-    for column in table.columns[: 1 + len(keys)]:
-        column.no_wrap = True  # (names are pasted into other commands)
     for column in table.columns[1 + len(keys) :]:
         column.justify = "right"
     for r in resp.rows:
@@ -145,8 +145,8 @@ def _table(resp: pb.GetUsageResponse, keys: list[str]) -> None:
             f"{r.node_hours:,.2f}",
             f"{r.cost_usd:,.2f}",
         )
-    if resp.rows:
-        console().print(table)
+    if resp.rows:  # (names are pasted into other commands: never cut)
+        print_table(console(), table, ("CUSTOMER", "MODEL"))
     typer.echo(
         f"from {_at(resp, 'since')} to {_at(resp, 'until')}: {resp.gpu_hours:,.2f} GPU-hours, "
         f"{resp.node_hours:,.2f} node-hours, ${resp.cost_usd:,.2f}"

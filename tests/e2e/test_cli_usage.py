@@ -1,4 +1,4 @@
-"""``gpucap usage`` against a running API server: table, JSON and CSV, ranges given as ISO
+"""``gpucap usage`` against a running API server: table, JSON, YAML and CSV, ranges given as ISO
 8601 times and as durations ago, groups, and bad input refused naming the field."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 
 import grpc
 import pytest
+import yaml
 
 from controlplane.grpc.client import ControlPlaneClient
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
@@ -56,6 +57,14 @@ def test_usage_csv_by_tier_and_cloud(gpucap: Gpucap, metered: Daemon) -> None:
     ]  # fmt: skip
     by = {(r["tier"], r["cloud"]): float(r["gpu_hours"]) for r in rows}
     assert by == {("committed", "aws"): 24.0, ("on_demand", "aws"): 4.0, ("shared", "oci"): 56.0}
+
+
+def test_usage_yaml(gpucap: Gpucap, metered: Daemon) -> None:
+    out = gpucap("usage", "-c", "acme", *RANGE, "-o", "yaml")
+    assert out.exit_code == 0, out.output
+    data = yaml.safe_load(out.stdout)
+    [row] = data["rows"]
+    assert row["nodes"] == 3 and row["gpu_hours"] == pytest.approx(80 + 4)
 
 
 def test_usage_table(gpucap: Gpucap, metered: Daemon) -> None:
