@@ -52,7 +52,7 @@ WORKDIR /var/lib/gpucap
 EXPOSE 50051 9464
 # Liveness, as the Helm chart's probe: 200 while the daemon serves HTTP.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4).status != 200)"]
+    CMD ["python", "-m", "controlplane.healthcheck", "--config", "/etc/gpucap/daemon.yaml"]
 # `docker run IMAGE` runs the daemon; `docker run IMAGE account check FILE` any other command.
 ENTRYPOINT ["gpucap"]
 CMD ["daemon", "--config", "/etc/gpucap/daemon.yaml"]

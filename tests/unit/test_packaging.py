@@ -212,16 +212,20 @@ def test_the_image_is_multi_stage_and_the_runtime_stage_runs_the_daemon_unprivil
     assert f"{STATE_DIR_ENV}=/var/lib/gpucap" in env
 
 
-def test_the_healthcheck_asks_the_daemons_healthz_on_the_metrics_port() -> None:
+def test_the_healthcheck_asks_the_daemons_healthz_as_its_config_serves_it(tmp_path: Path) -> None:
+    """The HEALTHCHECK reads the config the daemon runs with (CMD), so it asks /healthz over
+    TLS when the daemon serves it so (tests/component/test_healthcheck.py runs it)."""
     (check,) = [a for i, a in stages()[-1] if i == "HEALTHCHECK"]
     _, _, cmd = check.partition("CMD ")
     argv = _exec_form(cmd)
-    urls = re.findall(r"https?://[^'\"]+", " ".join(argv))
-    assert urls == [f"http://127.0.0.1:{METRICS_PORT}{HEALTHZ_PATH}"]
+    (daemon_cmd,) = [a for i, a in stages()[-1] if i == "CMD"]
+    config = _exec_form(daemon_cmd)[-1]
+    assert argv == ["python", "-m", "controlplane.healthcheck", "--config", config]
     # The command itself runs: against a closed port it exits non-zero (unhealthy).
-    argv = [sys.executable if a == "python" else a for a in argv]
-    closed = [a.replace(f":{METRICS_PORT}/", ":9/") for a in argv]
-    assert subprocess.run(closed, capture_output=True, timeout=30).returncode != 0
+    closed = tmp_path / "healthcheck-closed.yaml"
+    closed.write_text("metrics_addr: 127.0.0.1:9\n")
+    argv = [sys.executable if a == "python" else a for a in argv[:-1]] + [str(closed)]
+    assert subprocess.run(argv, capture_output=True, timeout=60, cwd=ROOT).returncode == 1
 
 
 def test_nothing_secret_is_built_into_the_image() -> None:
