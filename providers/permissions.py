@@ -76,7 +76,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "customer accounts: on the customer's role, whose trust policy requires the ExternalId",
     ),
     _aws("sts", "get_caller_identity", "GetCallerIdentity", note="needs no permission"),
-    _ec2("run_instances", "RunInstances", _TAGS, note="instance and volume tagged at launch"),
+    _ec2(
+        "run_instances",
+        "RunInstances",
+        _TAGS,
+        "iam:PassRole",
+        note="instance and volume tagged at launch; PassRole for the nodes' instance_profile",
+    ),
     _ec2("describe_instances", "DescribeInstances"),
     _ec2("terminate_instances", "TerminateInstances"),
     _ec2("stop_instances", "StopInstances", note="warm pools"),
@@ -149,7 +155,9 @@ OPERATIONS: tuple[Operation, ...] = (
         "compute.instances.setMetadata",
         "compute.subnetworks.use",
         "compute.resourcePolicies.use",
-        note="boot disk from the image, labels, tags and user-data metadata, default network",
+        "iam.serviceAccounts.actAs",
+        note="boot disk from the image, labels, tags and user-data metadata, default network; "
+        "actAs for the nodes' node_service_account",
     ),
     _gcp("InstancesClient", "get", "instances.get", "compute.instances.get"),
     _gcp(

@@ -97,6 +97,11 @@ class Credentials(_Strict):
     - gcp: ``project`` and, for customer-owned projects, ``service_account`` to impersonate.
     - oci: ``tenancy`` and ``compartment_id``, plus ``profile`` (a section of the OCI config
       file) or ``principal`` (instance or resource principal).
+
+    The nodes' own identity, what a node reads its weights with (no credential goes into
+    user data): on aws ``instance_profile`` (an instance profile's ARN, attached at launch),
+    on gcp ``node_service_account`` (attached at launch, scope cloud-platform); on oci a
+    dynamic group matching the compartment's instances needs nothing here.
     """
 
     role_arn: Text | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
@@ -106,6 +111,10 @@ class Credentials(_Strict):
     tenancy: Text | None = None
     compartment_id: Text | None = None
     principal: str | None = Field(default=None, pattern=r"^(instance|resource)$")
+    instance_profile: Text | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:instance-profile/.+$"
+    )
+    node_service_account: Text | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
 
 
 class Commitment(_Strict):
@@ -594,8 +603,8 @@ def _warm_pool_problems(i: int, m: Model) -> Iterator[Problem]:
 def _credential_problems(i: int, acct: Account) -> Iterator[Problem]:
     c = acct.credentials
     allowed: dict[Cloud, set[str]] = {
-        Cloud.AWS: {"role_arn", "profile"},
-        Cloud.GCP: {"project", "service_account"},
+        Cloud.AWS: {"role_arn", "profile", "instance_profile"},
+        Cloud.GCP: {"project", "service_account", "node_service_account"},
         Cloud.OCI: {"tenancy", "compartment_id", "profile", "principal"},
     }
     for name in c.model_fields_set:

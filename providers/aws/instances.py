@@ -44,8 +44,11 @@ _STATUS = {
 }
 
 
-def create_node(sess: AwsSession, request: NodeRequest, image_id: str) -> CreateResult:
-    """One find-or-create attempt; ``provider.py`` retries it as a whole."""
+def create_node(
+    sess: AwsSession, request: NodeRequest, image_id: str, instance_profile: str | None = None
+) -> CreateResult:
+    """One find-or-create attempt; ``provider.py`` retries it as a whole. ``instance_profile``:
+    the nodes' identity (its ARN), attached at launch."""
     found = find_by_intent(sess, request.region, request.intent_id)
     if found is not None:
         return CreateResult(found, created=False)
@@ -54,7 +57,7 @@ def create_node(sess: AwsSession, request: NodeRequest, image_id: str) -> Create
     if request.placement_group:
         group = ensure_placement_group(sess, request)
         tags[TAG_PLACEMENT] = request.placement_group
-    return CreateResult(_run(sess, request, image_id, tags, group), created=True)
+    return CreateResult(_run(sess, request, image_id, tags, group, instance_profile), created=True)
 
 
 def _run(
@@ -63,6 +66,7 @@ def _run(
     image_id: str,
     tags: Mapping[str, str],
     group: str | None,
+    instance_profile: str | None,
 ) -> CloudNode:
     tagged = tag_list(tags)
     params: dict[str, Any] = {
@@ -85,6 +89,8 @@ def _run(
         params["Placement"] = placement
     if request.user_data:
         params["UserData"] = request.user_data  # boto3 base64-encodes it
+    if instance_profile:
+        params["IamInstanceProfile"] = {"Arn": instance_profile}
     if request.reservation:
         params["CapacityReservationSpecification"] = {
             "CapacityReservationTarget": {"CapacityReservationId": request.reservation}

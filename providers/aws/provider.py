@@ -40,6 +40,7 @@ class AwsProvider:
     cloud: Cloud = Cloud.AWS
     prices: Mapping[str, float] = field(default_factory=dict)  # per-account overrides
     images: Mapping[str, str] = field(default_factory=dict)  # region -> base AMI id
+    instance_profile: str | None = None  # the nodes' identity (an instance profile ARN)
     retry: RetryPolicy = DEFAULT_POLICY
 
     @classmethod
@@ -68,6 +69,7 @@ class AwsProvider:
             account=account.name,
             prices=dict(account.prices),
             images=dict(images or {}),
+            instance_profile=account.credentials.instance_profile,
             retry=retry,
         )
 
@@ -77,7 +79,7 @@ class AwsProvider:
     def create_node(self, request: NodeRequest) -> CreateResult:
         def once() -> CreateResult:
             image = request.image or self.base_image(request.region)
-            return instances.create_node(self.session, request, image)
+            return instances.create_node(self.session, request, image, self.instance_profile)
 
         return self._retried(f"create {request.intent_id}", once)
 

@@ -92,6 +92,9 @@ def parse_instance_id(instance_id: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
 class GcpInstances:
     def __init__(
         self,
@@ -99,12 +102,15 @@ class GcpInstances:
         *,
         base_image: str,
         placement: GcpPlacement,
+        node_service_account: str | None = None,
         op_deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.session = session
         self.base_image = base_image
         self.placement = placement
+        # The nodes' identity (what they read weights with), attached at creation.
+        self.node_service_account = node_service_account
         # dstack waits 30 s for a capacity error to show up; A3 inserts usually finish (or
         # fail) well within 2 min (clouds.md §A.4, §D.2).
         self.op_deadline_s = op_deadline_s
@@ -249,6 +255,13 @@ class GcpInstances:
         )
         if policy:
             resource.resource_policies = [policy]
+        if self.node_service_account:
+            # The cloud-platform scope: what the node may do is the account's IAM's to say.
+            resource.service_accounts = [
+                compute_v1.ServiceAccount(
+                    email=self.node_service_account, scopes=[CLOUD_PLATFORM_SCOPE]
+                )
+            ]
         if req.reservation:
             resource.reservation_affinity = compute_v1.ReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION",

@@ -51,6 +51,7 @@ class GcpProvider:
         *,
         prices: Mapping[str, float] | None = None,
         base_image: str | None = None,
+        node_service_account: str | None = None,
         retry: RetryPolicy = DEFAULT_POLICY,
         op_deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -67,6 +68,7 @@ class GcpProvider:
             session,
             base_image=self.base_image,
             placement=self.placement,
+            node_service_account=node_service_account,
             op_deadline_s=op_deadline_s,
             sleep=sleep,
         )
@@ -193,4 +195,6 @@ def build_provider(
         service_account=creds.service_account,
         endpoint_url=endpoint_url,
     )
-    return GcpProvider(session, prices=account.prices)
+    return GcpProvider(
+        session, prices=account.prices, node_service_account=creds.node_service_account
+    )

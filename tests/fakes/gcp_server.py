@@ -1075,6 +1075,8 @@ class _Handler(BaseHTTPRequestHandler):
             "scheduling": body.get("scheduling") or {},
             "reservationAffinity": body.get("reservationAffinity") or {},
             "resourcePolicies": list(body.get("resourcePolicies") or []),
+            # GCE answers the attached identity with its scopes; absent when none was asked.
+            **({"serviceAccounts": body["serviceAccounts"]} if body.get("serviceAccounts") else {}),
             "creationTimestamp": _now_rfc3339(),
             "selfLink": f"{base}/projects/{project}/zones/{zone}/instances/{name}",
         }

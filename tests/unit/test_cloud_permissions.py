@@ -339,7 +339,10 @@ def test_aws_rows_are_botocore_operations() -> None:
             assert f"ec2:{op.api}" in op.permissions, op
         if op.client == "service-quotas":
             assert op.permissions == (f"{model.signing_name}:{op.api}",), op
-        assert all(p.startswith(("ec2:", "s3:", "sts:", "servicequotas:")) for p in op.permissions)
+        assert all(
+            p.startswith(("ec2:", "s3:", "sts:", "servicequotas:", "iam:PassRole"))
+            for p in op.permissions
+        )
 
 
 def test_gcp_rows_are_compute_v1_methods() -> None:

@@ -181,6 +181,24 @@ CASES = {
         "accounts[0].credentials.role_arn",
         "a customer-owned aws account needs role_arn",
     ),
+    "the nodes' identity of another cloud": Case(
+        "      role_arn: arn:aws:iam::123456789012:role/gpucap\n",
+        "      role_arn: arn:aws:iam::123456789012:role/gpucap\n"
+        "      node_service_account: nodes@p.iam.gserviceaccount.com\n",
+        "      node_service_account: nodes@p.iam.gserviceaccount.com",
+        7,
+        "accounts[0].credentials.node_service_account",
+        "not a aws credential reference (use: instance_profile, profile, role_arn)",
+    ),
+    "an instance profile that is not an instance profile's ARN": Case(
+        "      role_arn: arn:aws:iam::123456789012:role/gpucap\n",
+        "      role_arn: arn:aws:iam::123456789012:role/gpucap\n"
+        "      instance_profile: arn:aws:iam::123456789012:role/gpucap-node\n",
+        "      instance_profile: arn:aws:iam::123456789012:role/gpucap-node",
+        7,
+        "accounts[0].credentials.instance_profile",
+        "should match pattern",
+    ),
 }
 
 

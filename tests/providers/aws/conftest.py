@@ -55,13 +55,14 @@ def make_provider(moto: MotoEmulator, ami: str) -> ProviderFactory:
         external_id: str | None = None,
         retry: RetryPolicy = NO_RETRY,
         prices: dict[str, float] | None = None,
+        instance_profile: str | None = None,
     ) -> AwsProvider:
         account = Account(
             name=name,
             cloud=Cloud.AWS,
             owner=Owner.CUSTOMER if role_arn else Owner.SHARED,
             regions=[REGION, "us-west-2"],
-            credentials=Credentials(role_arn=role_arn),
+            credentials=Credentials(role_arn=role_arn, instance_profile=instance_profile),
             prices=prices or {},
         )
         return AwsProvider.for_account(

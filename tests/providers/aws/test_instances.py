@@ -4,11 +4,15 @@ reservation target), find-or-create after a crash, describe/list/terminate edge 
 from __future__ import annotations
 
 import base64
+import uuid
 from typing import Any
+
+import boto3
+import pytest
 
 from providers.aws.tags import client_token
 from providers.base import TAG_INTENT, TAG_MANAGED, InstanceStatus
-from providers.errors import TransientError
+from providers.errors import ProviderError, TransientError
 from providers.retry import NO_RETRY
 from tests.fakes.moto_server import MotoEmulator
 from tests.providers.aws.conftest import (
@@ -39,6 +43,26 @@ def test_create_writes_tags_token_and_user_data_at_the_cloud(
         Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [req.intent_id]}]
     )["Volumes"]
     assert len(volumes) >= 1, "the root volume carries the ownership tags too"
+
+
+def test_the_nodes_instance_profile_is_attached_when_the_account_names_one(
+    moto: MotoEmulator, make_provider: ProviderFactory, direct_ec2: Any
+) -> None:
+    """What the node reads its weights with: the account's instance_profile, at launch (a
+    profile that does not exist is the cloud's to refuse, as moto does); none when not named."""
+    iam = boto3.client("iam", region_name="us-east-1", endpoint_url=moto.direct_url)
+    name = f"gpucap-node-{uuid.uuid4().hex[:8]}"
+    arn = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"]
+    with_identity, without = node_request(), node_request()
+    make_provider(instance_profile=arn).create_node(with_identity)
+    make_provider().create_node(without)
+    [inst] = live_with_intent(direct_ec2, with_identity.intent_id)
+    assert inst["IamInstanceProfile"]["Arn"] == arn
+    [plain] = live_with_intent(direct_ec2, without.intent_id)
+    assert "IamInstanceProfile" not in plain
+    missing = arn.replace(name, name + "-missing")
+    with pytest.raises(ProviderError):
+        make_provider(instance_profile=missing).create_node(node_request())
 
 
 def test_client_token_is_stable_and_fits_the_api() -> None:

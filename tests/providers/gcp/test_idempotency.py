@@ -212,6 +212,24 @@ def test_reservation_and_user_data_reach_the_instance(
     assert inst["scheduling"]["onHostMaintenance"] == "TERMINATE"
 
 
+def test_the_nodes_service_account_is_attached_when_the_account_names_one(
+    fake: FakeGcp, project: str
+) -> None:
+    """What the node reads its weights with: the account's node_service_account, with the
+    cloud-platform scope (the account's IAM says what it may do); none when not named."""
+    email = f"gpucap-node@{project}.iam.gserviceaccount.com"
+    session = GcpSession(project=project, account="nodes-gcp", endpoint_url=fake.endpoint)
+    with_identity = GcpProvider(session, node_service_account=email, op_deadline_s=10.0)
+    with_identity.create_node(request())
+    without = GcpProvider(session, op_deadline_s=10.0)
+    without.create_node(request())
+    attached = [i.get("serviceAccounts") for i in fake.live_instances(project)]
+    assert sorted(attached, key=str) == sorted(
+        [[{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}], None],
+        key=str,
+    )
+
+
 # --- labels: GCP rules, exact tags round-trip -------------------------------------------
 
 
