@@ -211,6 +211,7 @@ class Reads:
         include_terminal: bool = False,
         page_size: int = 0,
         page_token: str = "",
+        node_id: str | None = None,
     ) -> Page[NodeView]:
         """One page of :meth:`list_nodes`, keyset on (customer, pending_at, id)."""
         wanted = list(states)
@@ -222,8 +223,10 @@ class Reads:
             "pool_id": pool_id or "",
             "include_terminal": include_terminal,
         }
+        if node_id:  # (only when set: a token issued before the filter existed stays good)
+            filters["node_id"] = node_id
         req = page_request(page_size, page_token, filters)
-        q = _nodes_query(customer, model, wanted, pool_id, include_terminal)
+        q = _nodes_query(customer, model, wanted, pool_id, include_terminal, node_id)
         with self._store.session() as s:
             rows = s.execute(keyset(q, req, Node.customer, Node.pending_at, Node.id)).all()
             page = take(rows, req, lambda r: (r[0].customer, r[0].pending_at, r[0].id))
@@ -283,6 +286,7 @@ def _nodes_query(
     states: Iterable[str],
     pool_id: str | None,
     include_terminal: bool,
+    node_id: str | None = None,
 ) -> Select[Node, str, datetime | None]:
     wanted = list(states)
     known = {s.value for s in NodeState}
@@ -296,7 +300,13 @@ def _nodes_query(
         .join(Replica, Node.replica_id == Replica.id, isouter=True)
         .join(ModelRow, Replica.model_id == ModelRow.id, isouter=True)
     )
-    q = matching(q, (Node.customer, customer), (ModelRow.name, model), (Node.pool_id, pool_id))
+    q = matching(
+        q,
+        (Node.customer, customer),
+        (ModelRow.name, model),
+        (Node.pool_id, pool_id),
+        (Node.id, node_id),
+    )
     if wanted:
         q = q.where(Node.state.in_(wanted))
     elif not include_terminal:

@@ -232,8 +232,8 @@ def node(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     with daemon(addr, token, ca, timeout) as c:
-        listed: pb.ListNodesResponse = all_pages(
-            c.stub.ListNodes, pb.ListNodesRequest(include_terminal=True), timeout=c.timeout
+        listed: pb.ListNodesResponse = c.stub.ListNodes(
+            pb.ListNodesRequest(node_id=node_id, include_terminal=True), timeout=c.timeout
         )
         found = [n for n in listed.nodes if n.id == node_id]
         if not found:

@@ -447,6 +447,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
             include_terminal=request.include_terminal,
             page_size=request.page_size,
             page_token=request.page_token,
+            node_id=request.node_id or None,
         )
         return pb.ListNodesResponse(
             nodes=[convert.node(v) for v in page.items], next_page_token=page.next_page_token

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from controlplane.grpc.client import ControlPlaneClient
+from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 from tests.component.oncall_kit import add_replica, record_demo_decisions
 from tests.e2e.conftest import Daemon, Gpucap
 from tests.policy_texts import example_policy
@@ -144,3 +146,24 @@ def test_get_watch_prints_a_document_per_change_until_ctrl_c(api: Daemon) -> Non
     finally:
         proc.kill()
     assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def test_list_nodes_by_id_with_the_other_filters(api: Daemon) -> None:
+    node = _applied(api)
+    other = add_replica(
+        api.store, "llama-8b", "acme/acme-aws/us-east-1/p5.4xlarge", "ready", ["ready"]
+    )
+    client = ControlPlaneClient(api.addr)
+    try:
+
+        def ids(**kw: str) -> list[str]:
+            resp = client.stub.ListNodes(pb.ListNodesRequest(**kw), timeout=10)
+            return [n.id for n in resp.nodes]
+
+        assert sorted(ids()) == sorted([node, f"{other}-n0"])
+        assert ids(node_id=node) == [node]
+        assert ids(node_id=node, customer="acme") == [node]
+        assert ids(node_id=node, customer="beta") == []
+        assert ids(node_id=node, model="llama-8b") == []
+    finally:
+        client.close()

@@ -463,7 +463,7 @@ class BootPhase(_message.Message):
     def __init__(self, phase: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
-    __slots__ = ("customer", "model", "states", "pool_id", "include_terminal", "page_size", "page_token")
+    __slots__ = ("customer", "model", "states", "pool_id", "include_terminal", "page_size", "page_token", "node_id")
     CUSTOMER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +471,7 @@ class ListNodesRequest(_message.Message):
     INCLUDE_TERMINAL_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     customer: str
     model: str
     states: _containers.RepeatedScalarFieldContainer[str]
@@ -478,7 +479,8 @@ class ListNodesRequest(_message.Message):
     include_terminal: bool
     page_size: int
     page_token: str
-    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., pool_id: _Optional[str] = ..., include_terminal: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    node_id: str
+    def __init__(self, customer: _Optional[str] = ..., model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., pool_id: _Optional[str] = ..., include_terminal: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes", "next_page_token")
