@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
-from controlplane.cli.output import Output, render, to_data
+from controlplane.cli.output import Output, print_item, render, to_data
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb
 
 BIG = 2**53 + 1  # (past what a float holds exactly: the number must not go through one)
@@ -36,3 +37,17 @@ def test_times_stay_rfc3339_strings() -> None:
 
 def test_which_outputs_are_structured() -> None:
     assert [o.value for o in Output if o.structured] == ["json", "yaml"]
+
+
+def test_a_stream_prints_a_json_line_or_a_yaml_document_per_item(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = [pb.Event(id=BIG, kind="a"), pb.Event(id=2, kind="b")]
+    for e in events:
+        print_item(e, Output.JSON)
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [BIG, 2]
+    for e in events:
+        print_item(e, Output.YAML)
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(d["id"], d["kind"]) for d in docs] == [(BIG, "a"), (2, "b")]
