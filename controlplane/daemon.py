@@ -37,7 +37,7 @@ from controlplane.api import ControlPlaneService
 from controlplane.api.policies import VIA_FILE
 from controlplane.health import Readiness, readiness
 from controlplane.jobticks import JobTicks
-from controlplane.leadership import Leadership, hold_sqlite, release_sqlite
+from controlplane.leadership import Leadership, LeaseView, hold_sqlite, release_sqlite
 from controlplane.loop import ControlLoop, LoopContext, Tuning
 from controlplane.loop.context import BootConfig, HealthProbe, ProviderResolver
 from controlplane.loop.fleet_gauges import FleetGauges
@@ -160,6 +160,8 @@ class Daemon:
             cold_start_scale=w.tuning.cold_start_scale,
             # `gpucap audit` lists the clouds through the loop's own resolver.
             providers=providers,
+            # `gpucap status` says whether this daemon leads or follows.
+            lease=self._lease_view,
         )
         self.apply_policies()
         self._start_metrics()
@@ -430,6 +432,9 @@ class Daemon:
         except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else ""
             return f"{type(exc).__name__}: {first}"
+
+    def _lease_view(self) -> LeaseView | None:
+        return self.leadership.view() if self.leadership is not None else None
 
     def _on_lease_round(self, _view: Any) -> None:
         grpc_server = self._grpc

@@ -64,6 +64,7 @@ from controlplane.api.views import (
 )
 from controlplane.api.warm import WarmPools
 from controlplane.jobticks import JobTicks
+from controlplane.leadership import LeaseView
 from controlplane.loop.context import ProviderResolver
 from controlplane.store.db import Store
 from providers.credentials import ExternalIdGenerator
@@ -176,6 +177,7 @@ class ControlPlaneService:
         coldstart: ColdStartModel | None = None,
         cold_start_scale: float = 1.0,
         providers: ProviderResolver | None = None,
+        lease: Callable[[], LeaseView | None] | None = None,
     ) -> None:
         self.store = store
         tx = Tx(store, clock)
@@ -192,7 +194,8 @@ class ControlPlaneService:
         self._warm = WarmPools(store)
         # Explains with the loop's cold-start model and scale (the daemon passes its own).
         self._explain = Explain(store, clock, coldstart or ColdStartModel(), cold_start_scale)
-        self._status = Status(store, clock, job_ticks)
+        # `gpucap status` shows this daemon's part in leadership (the daemon passes its view).
+        self._status = Status(store, clock, job_ticks, lease)
         # The audit lists the clouds through the loop's own resolver (None: no cloud access).
         self._audit = Audit(store, clock, providers)
         self._usage = Usage(store, clock)

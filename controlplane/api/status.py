@@ -13,6 +13,7 @@ from controlplane.api.errors import STORED_ID_MAX
 from controlplane.api.paging import Page, log_page, matching, page, page_limit, page_request
 from controlplane.api.views import StatusView
 from controlplane.jobticks import JobTicks
+from controlplane.leadership import LeaseView
 from controlplane.store.db import Store
 from controlplane.store.models import Customer, Event, Node, Pool
 from controlplane.store.models import Model as ModelRow
@@ -22,11 +23,16 @@ MAX_EVENTS_PER_PAGE = 1000
 
 class Status:
     def __init__(
-        self, store: Store, clock: Callable[[], datetime], job_ticks: JobTicks | None = None
+        self,
+        store: Store,
+        clock: Callable[[], datetime],
+        job_ticks: JobTicks | None = None,
+        lease: Callable[[], LeaseView | None] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._job_ticks = job_ticks  # None: no daemon runs jobs in this process
+        self._lease = lease  # None: no leases in this process
         self.started_at = clock()
 
     def status(self) -> StatusView:
@@ -56,6 +62,7 @@ class Status:
             nodes_by_state=nodes,
             jobs=self._job_ticks.snapshot() if self._job_ticks is not None else [],
             last_event_id=last_event,
+            lease=self._lease() if self._lease is not None else None,
         )
 
     def last_event_id(self) -> int:

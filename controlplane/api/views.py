@@ -10,6 +10,7 @@ from typing import Any
 from coldstart.estimate import Estimate
 from controlplane.decider_code import UNKNOWN
 from controlplane.jobticks import JobTick
+from controlplane.leadership import LeaseView
 from controlplane.loop.snapshot import PoolFacts
 from controlplane.policy_diff import PolicyDiff
 from controlplane.replay import Replayed
@@ -124,6 +125,7 @@ class StatusView:
     nodes_by_state: Mapping[str, int]
     jobs: list[JobTick] = field(default_factory=list)
     last_event_id: int = 0
+    lease: LeaseView | None = None  # None: this process runs no leases
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ def status(
         f"{st.customers} customers, {st.models} models, {st.pools} pools, "
         f"nodes: {_by_state(st.nodes_by_state)}"
     )
+    if st.HasField("lease"):
+        out.print(_lease_line(st.lease))
     table = Table("JOB", "LAST TICK", "DURATION", "RUNS", "FAILURES", "LAST ERROR")
     for j in st.jobs:
         table.add_row(
@@ -113,6 +115,18 @@ def status(
     if not st.jobs:
         table.add_row("(no job has ticked yet)", "", "", "", "", "")
     out.print(table)
+
+
+def _lease_line(lease: pb.LeaseStatus) -> str:
+    """One line on leadership: the role, and what it holds or whom it follows."""
+    held = ", ".join(str(s) for s in lease.held_shards) or "none"
+    line = f"lease: {lease.role} ({lease.holder}), shards held {held} of {lease.shards}"
+    if lease.following:
+        others = sorted(set(lease.following.values()))
+        line += f", following {', '.join(others)}"
+    if lease.error:
+        line += f"; last round failed: {lease.error}"
+    return line
 
 
 def models(

@@ -32,6 +32,7 @@ from controlplane.api.usage import UsageView
 from controlplane.api.views import ExplainView, PoolEstimateView
 from controlplane.api.warm import WarmPoolsView, WarmPoolView
 from controlplane.audit import AuditReport, Category, Finding, SiteReport
+from controlplane.leadership import LeaseView
 from controlplane.policy_diff import PolicyDiff
 from controlplane.store.models import DecisionRecord, Event, PolicyVersion
 from providers.base import TAG_CUSTOMER, CloudNode
@@ -423,6 +424,20 @@ def status(view: StatusView) -> pb.Status:
             for j in view.jobs
         ],
         last_event_id=view.last_event_id,
+        lease=lease_status(view.lease) if view.lease is not None else None,
+    )
+
+
+def lease_status(v: LeaseView) -> pb.LeaseStatus:
+    return pb.LeaseStatus(
+        role=v.role,
+        holder=v.holder,
+        shards=v.shards,
+        held_shards=sorted(v.held),
+        following=dict(v.following),
+        ttl_s=v.ttl_s,
+        answered_s_ago=-1.0 if v.answered_s_ago is None else v.answered_s_ago,
+        error=v.error,
     )
 
 

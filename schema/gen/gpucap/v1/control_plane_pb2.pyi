@@ -1248,7 +1248,7 @@ class JobStatus(_message.Message):
     def __init__(self, job: _Optional[str] = ..., last_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_duration_s: _Optional[float] = ..., last_error: _Optional[str] = ..., runs: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
 
 class Status(_message.Message):
-    __slots__ = ("version", "started_at", "uptime_s", "customers", "models", "pools", "nodes_by_state", "jobs", "last_event_id")
+    __slots__ = ("version", "started_at", "uptime_s", "customers", "models", "pools", "nodes_by_state", "jobs", "last_event_id", "lease")
     class NodesByStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1265,6 +1265,7 @@ class Status(_message.Message):
     NODES_BY_STATE_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_at: _timestamp_pb2.Timestamp
     uptime_s: float
@@ -1274,7 +1275,35 @@ class Status(_message.Message):
     nodes_by_state: _containers.ScalarMap[str, int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     last_event_id: int
-    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime_s: _Optional[float] = ..., customers: _Optional[int] = ..., models: _Optional[int] = ..., pools: _Optional[int] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., last_event_id: _Optional[int] = ...) -> None: ...
+    lease: LeaseStatus
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime_s: _Optional[float] = ..., customers: _Optional[int] = ..., models: _Optional[int] = ..., pools: _Optional[int] = ..., nodes_by_state: _Optional[_Mapping[str, int]] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., last_event_id: _Optional[int] = ..., lease: _Optional[_Union[LeaseStatus, _Mapping]] = ...) -> None: ...
+
+class LeaseStatus(_message.Message):
+    __slots__ = ("role", "holder", "shards", "held_shards", "following", "ttl_s", "answered_s_ago", "error")
+    class FollowingEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    HELD_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWING_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_S_AGO_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    holder: str
+    shards: int
+    held_shards: _containers.RepeatedScalarFieldContainer[int]
+    following: _containers.ScalarMap[int, str]
+    ttl_s: float
+    answered_s_ago: float
+    error: str
+    def __init__(self, role: _Optional[str] = ..., holder: _Optional[str] = ..., shards: _Optional[int] = ..., held_shards: _Optional[_Iterable[int]] = ..., following: _Optional[_Mapping[int, str]] = ..., ttl_s: _Optional[float] = ..., answered_s_ago: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("id", "at", "kind", "severity", "customer", "model", "node", "message")
