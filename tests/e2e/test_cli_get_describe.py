@@ -52,7 +52,7 @@ def test_yaml_is_the_json_document_and_numbers_stay_numbers(gpucap: Gpucap, api:
 
 def test_wide_adds_columns_and_keeps_ids_whole(gpucap: Gpucap, api: Daemon) -> None:
     node = _applied(api)
-    gpucap.env["COLUMNS"] = "60"  # (narrower than the table: other columns wrap instead)
+    # (Piped, the console is 200 wide; narrower terminals: tests/unit/cli/test_tables.py.)
     table = gpucap("get", "nodes")
     wide = gpucap("get", "nodes", "-o", "wide")
     assert table.exit_code == 0 and wide.exit_code == 0, table.output + wide.output
@@ -61,6 +61,9 @@ def test_wide_adds_columns_and_keeps_ids_whole(gpucap: Gpucap, api: Daemon) -> N
     assert "PRIVATE IP" in wide.stdout and "PRIVATE IP" not in table.stdout
     pools = gpucap("get", "pools", "-o", "wide")
     assert EAST in pools.stdout and "RESERVATION" in pools.stdout
+    models = gpucap("get", "models", "-o", "wide")
+    llama = next(line for line in models.stdout.splitlines() if "llama-70b" in line)
+    assert "SHAPES" in models.stdout and "8xH100 8xH200" in llama
 
 
 def test_describe_model(gpucap: Gpucap, api: Daemon) -> None:
