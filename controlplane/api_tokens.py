@@ -67,6 +67,8 @@ def create(
 ) -> CreatedToken:
     if len(description) > MAX_DESCRIPTION:
         raise ValueError(f"description: longer than {MAX_DESCRIPTION} characters")
+    if "\x00" in description:  # (PostgreSQL cannot store one)
+        raise ValueError("description: contains a NUL character")
     if expires_at is not None and expires_at <= now:
         raise ValueError("expires_at: must be in the future")
     token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)

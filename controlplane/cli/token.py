@@ -41,6 +41,7 @@ DatabaseUrlOption = Annotated[
 ]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_LIFETIME_S = 100 * 365 * 86400  # (a datetime ends at year 9999; no token needs more)
 _DURATION = re.compile(r"^(\d{1,9})([smhdw]?)$")
 
 
@@ -49,7 +50,10 @@ def parse_duration(text: str) -> timedelta:
     m = _DURATION.match(text.strip())
     if m is None or int(m.group(1)) == 0:
         raise ValueError(f"{text!r}: expected a positive number with s, m, h, d or w (e.g. 30d)")
-    return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2) or "s"])
+    seconds = int(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if seconds > MAX_LIFETIME_S:
+        raise ValueError(f"{text!r}: longer than {MAX_LIFETIME_S // (365 * 86400)} years")
+    return timedelta(seconds=seconds)
 
 
 def register(app: typer.Typer) -> None:
@@ -117,7 +121,7 @@ def create(
             ),
         )
     except ValueError as exc:
-        fail(f"--description: {exc}", 2)
+        fail(f"--{exc}", 2)  # (it names the field: description)
     finally:
         store.close()
     if output in (Output.JSON, Output.YAML):

@@ -91,6 +91,9 @@ def test_token_create_list_revoke_end_to_end(secured: tuple[Gpucap, str], tmp_pa
         (["--role", "customer:Acme"], "--role"),
         (["--role", "admin", "--expires-in", "soon"], "--expires-in"),
         (["--role", "admin", "--expires-in", "0d"], "--expires-in"),
+        (["--role", "admin", "--expires-in", "999999999w"], "--expires-in"),
+        (["--role", "admin", "--description", "x" * 300], "--description"),
+        (["--role", "admin", "--description", "a\x00b"], "--description"),
     ],
 )
 def test_token_create_refuses_bad_input_naming_the_option(
