@@ -80,7 +80,7 @@ def world(store: Store) -> Iterator[World]:
     with store.session() as s:
         pool = s.scalars(select(Pool.id).where(Pool.customer == "acme").order_by(Pool.id)).first()
     assert pool is not None
-    rid = add_replica(store, "chat-a", pool, "ready", ["ready"])
+    rid = add_replica(store, "chat-a", pool, "ready", ["ready"], private_ip="10.0.0.5")
     now = datetime.now(UTC)
     past = now - timedelta(days=2)
 
@@ -264,8 +264,18 @@ def test_lists_and_streams_are_filtered_by_role(world: World) -> None:
         assert [d.id for d in decisions] == [world.decision]
         assert s.GetPolicy(pb.GetPolicyRequest()).customer == "acme"  # its own, unnamed
         watch = s.WatchEndpoints(pb.WatchEndpointsRequest(), timeout=10)
-        assert {e.customer for e in next(watch).endpoints} <= {"acme"}
+        assert [e.node_id for e in next(watch).endpoints] == [world.node]
         watch.cancel()
+        listed = s.ListEndpoints(pb.ListEndpointsRequest()).endpoints
+        assert [e.node_id for e in listed] == [world.node]
+    with ControlPlaneClient(world.addr, token=world.tokens["other"]) as globex:
+        watch = globex.stub.WatchEndpoints(pb.WatchEndpointsRequest(), timeout=10)
+        assert list(next(watch).endpoints) == []  # (acme's endpoint is not globex's)
+        watch.cancel()
+        assert not globex.stub.ListEndpoints(pb.ListEndpointsRequest()).endpoints
+        assert not globex.stub.ListNodes(pb.ListNodesRequest()).nodes
+        decided = globex.stub.ListDecisions(pb.ListDecisionsRequest()).decisions
+        assert [d.id for d in decided] == [world.other_decision]
     with ControlPlaneClient(world.addr, token=world.tokens["admin"]) as admin:
         every = admin.stub.ListModels(pb.ListModelsRequest()).models
         assert {m.customer for m in every} == {"acme", "globex"}
