@@ -702,6 +702,7 @@ def render(
     out += fetch_section()
     out += coldstart_section()
     out += loop_scale_section()
+    out += deploy_scale_section()
     out += cli_startup_section()
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
@@ -945,6 +946,15 @@ def loop_scale_section(path: Path = LOOP_SCALE_RESULTS) -> list[str]:
     import loop_scale  # (imports this module's page: not at the top)
 
     return loop_scale.render(json.loads(path.read_text()))
+
+
+def deploy_scale_section(path: Path = ROOT / "bench" / "deploy_scale_results.json") -> list[str]:
+    """``bench/deploy_scale.py``'s section, from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import deploy_scale  # (imports this module's page: not at the top)
+
+    return deploy_scale.render(json.loads(path.read_text()))
 
 
 def cli_startup_section(path: Path = ROOT / "bench" / "cli_startup_results.json") -> list[str]:
