@@ -356,7 +356,7 @@ def render(saved: dict[str, Any]) -> list[str]:
     tg = targets(saved)
     lines = [
         "",
-        "## Cold-start techniques: time-to-ready and what it costs (issue 25)",
+        "## Cold-start techniques: time-to-ready and what it costs",
         "",
         f"`{saved['command']}` at commit `{saved['commit']}`, {saved['finished_at']} "
         f"({saved['wall_s'] / 60:.1f} min on 2 shared cores). The simulator's pools carry "

@@ -234,7 +234,7 @@ def render(saved: dict[str, Any]) -> list[str]:
     gib = saved["object_bytes"] / 1024**3
     lines = [
         "",
-        "## Node weight fetch: parallel ranged reads vs boto3 (issue 25)",
+        "## Node weight fetch: parallel ranged reads vs boto3",
         "",
         f"`{saved['command']}` at commit `{saved['commit']}`, {saved['finished_at']}: one "
         f"{gib:g} GiB multipart object (64 MiB parts) served on loopback by a `sendfile` S3 "

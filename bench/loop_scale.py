@@ -593,7 +593,7 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
     runs = saved["runs"]
     lines = [
         "",
-        "## The loop and the API at fleet scale (issue 26)",
+        "## The loop and the API at fleet scale",
         "",
         f"`.venv/bin/python {saved['command']}` at commit `{saved['commit']}`, "
         f"{saved['run_at']} ({saved['wall_min']} min on the machine above: "
@@ -655,7 +655,7 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
             lines.append(
                 f"| {job} | {_r(x['statements'])} | {_r(x['cloud_calls'])} | {_r(x['cpu_s'])} |"
             )
-    lines += ["", "Targets (issue 26 item 5):", ""]
+    lines += ["", "Targets:", ""]
     by = {(r["store"], r["size"]): r for r in runs}
     big = by.get(("postgresql", "10000")) or by.get(("postgresql", "10000-1"))
     if big is not None:

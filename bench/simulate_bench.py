@@ -632,7 +632,7 @@ def render(
         machine or this_machine(),
         "```",
         "",
-        "## Targets (issue 3)",
+        "## Targets",
         "",
         "The column `0.75 x best peer / oracle` is what the peer target asks for in units of "
         "the clairvoyant oracle: where it is below 1, meeting it means spending less than a "
@@ -640,7 +640,7 @@ def render(
         "lower bound (see above), so this is a strong sign, not a proof, that the target "
         "cannot be met there.",
         "",
-        "The bound (issue 23, `bench/bound.py`) is a proof: no replay, clairvoyant or not, "
+        "The bound (`bench/bound.py`) is a proof: no replay, clairvoyant or not, "
         f"meets {SLO_TARGET} attainment with fewer GPU-hours (a MILP solved by HiGHS on a grid "
         "of a 24th of a cold start: each replica serving at a moment was paid for since a "
         "cold start before, and requests that meet the SLO hold a slot for their service "
