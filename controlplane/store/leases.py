@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Float, and_, select, update
+from sqlalchemy import Connection, Float, and_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
@@ -20,6 +20,11 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from controlplane.lifecycle.lease import Decision, LeaseRow
 from controlplane.store.models import Lease
+
+# How long a fenced transaction may sit between its fence check and its COMMIT (a healthy
+# daemon: microseconds) before PostgreSQL ends it; well inside a lease TTL, so a standby's
+# takeover waits at most this much behind a frozen leader.
+FENCE_COMMIT_WITHIN_S = 1.0
 
 
 class Fenced(Exception):
@@ -121,6 +126,12 @@ def check_fence(s: Session, holder: str, claims: Mapping[int, int]) -> None:
     wrote already holds the database's single write lock, which a takeover needs too."""
     if not claims:
         raise Fenced("not the leader of any shard")
+    if s.get_bind().dialect.name == "postgresql":
+        # The row locks below are held until COMMIT: a daemon frozen before sending it (a
+        # SIGSTOP, a VM pause; its connection stays open) would block every takeover for as
+        # long as it is frozen. The server ends such a session, and its locks, after this.
+        ms = int(FENCE_COMMIT_WITHIN_S * 1000)
+        s.execute(text(f"SET LOCAL idle_in_transaction_session_timeout = {ms}"))
     rows = s.execute(
         select(Lease.shard, Lease.holder, Lease.token, Lease.expires_at > db_now())
         .where(Lease.shard.in_(list(claims)))
