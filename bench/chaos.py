@@ -118,6 +118,8 @@ models:
     clouds: [aws, gcp]
     priority: 50
 """
+# How long a create's answer takes in a window step (a latency fault): the kill lands in it.
+WINDOW_S = 3.0
 # How a step kills (``_disturb``), drawn with the weights ``run`` is given.
 MODES = ("random", "window", "pause")
 # Faults a step may inject, with what each does to the next creates of an account.
@@ -245,9 +247,16 @@ class Cluster:
         self.live.append(d)
         return d
 
-    def up(self) -> None:
+    def up(self, wait: bool = True) -> None:
+        """``size`` daemons alive; ``wait``: until each answers (else the next ``settle``)."""
         while len(self.live) < self.size:
-            self.spawn().wait_up()
+            self.spawn()
+        if wait:
+            self.settle()
+
+    def settle(self) -> None:
+        for d in self.live:
+            d.wait_up()
 
     def leader(self, within: float = 60.0) -> Daemon:
         deadline = time.monotonic() + within
@@ -278,9 +287,9 @@ class World:
         self.path = path
         self.cloud = open_shared(path)
 
-    def inject(self, kind: str, rng: random.Random) -> str:
-        """Inject ``kind`` (one of ``FAULTS``); returns what was done."""
-        account, cloud = rng.choice(((AWS, Cloud.AWS), (GCP, Cloud.GCP)))
+    def inject(self, kind: str, cloud: Cloud, rng: random.Random) -> str:
+        """Inject ``kind`` (one of ``FAULTS``) at ``cloud``'s account; returns what was done."""
+        account = AWS if cloud == Cloud.AWS else GCP
         region = "us-east-1" if cloud == Cloud.AWS else "us-central1"
         h100 = H100_8[cloud]
         match kind:
@@ -321,8 +330,12 @@ class World:
     def create_calls(self) -> int:
         return self.cloud.create_calls
 
-    def has_intent(self, intent_id: str) -> bool:
-        return self.cloud.live_instances_with_intent(intent_id) > 0
+    def created_ago(self, intent_ids: list[str]) -> float | None:
+        """Seconds since the newest of these intents' instances was created (None: none
+        has one). The state file's clock is wall time (``open_shared``)."""
+        wanted = set(intent_ids)
+        made = [i.created_at for i in self.cloud.instances.values() if i.intent_id in wanted]
+        return time.time() - max(made) if made else None
 
 
 # ------------------------------------------------------------------------- the store
@@ -426,6 +439,7 @@ class RunReport:
     audit_errors: list[str] = field(default_factory=list)
     faults: dict[str, int] = field(default_factory=dict)
     creates: int = 0  # create calls the cloud received over the run
+    instances: int = 0  # instances it created (a retry with the same token creates none)
     creates_per_min: list[int] = field(default_factory=list)
     wall_s: float = 0.0
     ttl_s: float = 0.0
@@ -467,9 +481,15 @@ def run(
         calls: list[tuple[float, int]] = [(time.monotonic(), 0)]
         try:
             cluster.up()
+            # Faults hit one cloud's account for the whole run: the other is the next pool
+            # (a refused create blocks its pool or account for minutes, Tuning's *_block_s,
+            # so faults at both would leave nothing to converge through until they end).
+            faulted = rng.choice((Cloud.AWS, Cloud.GCP))
             targets = {m: 0 for m in TARGETS}
             while report.kills < kills:
                 mode = rng.choices(MODES, modes)[0]
+                if daemons > 1 and report.pauses == 0:
+                    mode = "pause"  # every run with standbys checks the fence at least once
                 if mode == "pause" and daemons == 1:
                     mode = "window"
                 new = {m: rng.randint(lo, hi) for m, (lo, hi) in TARGETS.items()}
@@ -483,7 +503,7 @@ def run(
                 if rng.random() < fault_p:
                     kind = rng.choice(FAULTS)
                     report.faults[kind] = report.faults.get(kind, 0) + 1
-                    log(f"  fault {world.inject(kind, rng)}")
+                    log(f"  fault {world.inject(kind, faulted, rng)}")
                 _disturb(mode, rng, cluster, world, store, report, log)
                 calls.append((time.monotonic(), world.create_calls()))
                 if report.kills % audit_every == 0 or report.kills >= kills:
@@ -494,6 +514,7 @@ def run(
             store.close()
         report.creates_per_min = per_minute(calls)
         report.creates = calls[-1][1]
+        report.instances = len(world.cloud.instances)  # (terminated ones stay listed 1 h)
     report.wall_s = round(time.monotonic() - started, 1)
     return report
 
@@ -509,17 +530,18 @@ def _disturb(
 ) -> None:
     """One kill of the acting daemon: at a random moment (``random``), in the create window
     (``window``), or (``pause``, with standbys) after a pause past its lease in that window."""
+    cluster.settle()  # (a standby restarted by the last step is up: it can take over)
     victim = cluster.leader()
     window, pause = mode == "window", mode == "pause"
     if window or pause:
-        # The next creates answer 3 s after they commit: the window to hit.
+        # The next creates answer WINDOW_S after they commit: the window to hit.
         for account, cloud in ((AWS, Cloud.AWS), (GCP, Cloud.GCP)):
-            world.cloud.inject(cloud, account, "latency", 2, delay_s=3.0)
+            world.cloud.inject(cloud, account, "latency", 2, delay_s=WINDOW_S)
         hit = _await_window(store, world, within=8.0)
         window = window and hit
         pause = pause and hit
     else:
-        time.sleep(rng.uniform(0.0, 3.0))
+        time.sleep(rng.uniform(0.0, 2.0))
     if pause:
         victim.proc.send_signal(signal.SIGSTOP)
         t0 = time.monotonic()
@@ -550,15 +572,17 @@ def _disturb(
         + (" in the create window" if window else "")
         + (f", takeover {report.takeovers_s[-1]} s" if cluster.size > 1 else "")
     )
-    cluster.up()
+    cluster.up(wait=cluster.size == 1)  # (a standby comes back while the leader acts)
 
 
 def _await_window(store: StoreView, world: World, within: float) -> bool:
     """Until a node's intent is committed, its create accepted by the cloud and not yet
-    answered (the latency fault holds the answer)."""
+    answered (the latency fault holds the answer): a create of the last second, so most
+    of the window is still ahead whatever this process's own delays."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if any(world.has_intent(n) for n in store.in_window()):
+        ago = world.created_ago(store.in_window())
+        if ago is not None and ago < WINDOW_S - 2.0:
             return True
         time.sleep(0.05)
     return False
@@ -622,6 +646,8 @@ def summary(reports: list[RunReport]) -> dict[str, Any]:
     takeovers = [t for r in reports for t in r.takeovers_s]
     converge = [t for r in reports for t in r.convergence_s]
     per_min = [n for r in reports for n in r.creates_per_min]
+    creates, instances = sum(r.creates for r in reports), sum(r.instances for r in reports)
+    wall = sum(r.wall_s for r in reports)
     return {
         "runs": len(reports),
         "kills": sum(r.kills for r in reports),
@@ -636,6 +662,11 @@ def summary(reports: list[RunReport]) -> dict[str, Any]:
         "takeover_s": _stats(takeovers),
         "convergence_s": _stats(converge),
         "creates_per_min": _stats([float(n) for n in per_min]),
+        "creates": creates,
+        "instances": instances,
+        "creates_per_instance": round(creates / max(instances, 1), 2),
+        "creates_per_min_overall": round(60 * creates / max(wall, 1.0), 1),
+        "wall_s": round(wall, 1),
         "ok": all(r.ok for r in reports),
     }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -141,7 +142,7 @@ class SimCloud:
     default_capacity: int = 64
     capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep  # an injected latency fault waits here
+    sleep: Callable[[float], None] = time.sleep  # ``answer``: a latency fault waits here
     # Per-instance timings (e.g. per pool and model, as a simulation's clouds file gives
     # them); None: ``timings`` for every instance.
     timing_of: Callable[[SimInstance], SimTimings] | None = None
@@ -174,6 +175,16 @@ class SimCloud:
                     for key, n in given.items():
                         self.state.put(table, key, n)
         self._state: SimState = self.state
+        self._owed = threading.local()  # a latency fault's delay, owed by this thread
+
+    def answer(self) -> None:
+        """Wait out the delay a latency fault put on this thread's last create answer.
+        Called by the verb's outermost caller once its transaction committed (the
+        provider's create), so the world, and the processes sharing its file, go on
+        meanwhile: the create stands, only its answer is late."""
+        delay, self._owed.delay = getattr(self._owed, "delay", 0.0), 0.0
+        if delay:
+            self.sleep(delay)
 
     # ---- the world's tables, as dicts (in memory the live ones, from a file a copy) ---
     @property
@@ -405,8 +416,8 @@ class SimCloud:
             placement_group=placement_group,
             image=image,
         )
-        if slow:  # (outside the transaction: the world goes on meanwhile)
-            self.sleep(slow)
+        # A latency fault's delay is waited by ``answer``, outside the caller's transaction.
+        self._owed.delay = getattr(self._owed, "delay", 0.0) + slow
         if created is None:  # crash_after_create: the create stands, its answer is lost
             raise TransientError(
                 "connection reset after the create was accepted",

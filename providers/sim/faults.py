@@ -9,7 +9,8 @@ fault is at the cloud, never inside the daemon. Kinds:
 - ``throttle``: rate limiting, ``transient``: a 5xx, both retryable; ``auth``: refused;
 - ``crash_after_create``: the create stands, its answer is lost (a connection reset);
 - ``latency``: the create stands, its answer comes ``delay_s`` later (a slow API; a caller
-  killed meanwhile never learns the instance id).
+  killed meanwhile never learns the instance id), waited in ``SimCloud.answer`` once the
+  create's transaction committed.
 
 ``skip`` lets that many creates through first: with a gang's members created one after the
 other, ``skip=1`` fails the second member only (a partial gang failure)."""

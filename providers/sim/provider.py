@@ -89,7 +89,9 @@ class SimProvider:
                 placement_group=group,
                 image=request.image,
             )
-            return CreateResult(self._node(inst), created=created)
+            result = CreateResult(self._node(inst), created=created)
+        self.world.answer()  # (a latency fault: the answer comes late, the create stands)
+        return result
 
     def describe_node(self, region: str, instance_id: str) -> CloudNode | None:
         with self.world.transaction():
