@@ -687,6 +687,84 @@ def machine() -> dict[str, Any]:
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
 
 
+RESULTS = ROOT / "bench" / "chaos_results.json"
+
+
+def render(saved: dict[str, Any]) -> list[str]:
+    """The page's section (``bench/simulate_bench.py`` places it)."""
+    total, m = saved["summary"], saved["machine"]
+    lines = [
+        "",
+        "## Chaos: SIGKILLs, a paused leader and cloud faults",
+        "",
+        f"`.venv/bin/python bench/{saved['command']}`: real `gpucap daemon` processes on a "
+        "fresh PostgreSQL database and one persistent simulated cloud (its SQLite state "
+        "file), scaled up and down by `PinModel`, SIGKILLed at seeded random moments and in "
+        "the window between the committed intent and the create's answer, with faults at the "
+        "cloud; `gpucap audit --output json` after every 10 kills and at the end. "
+        f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
+        f"{m['nproc']} CPUs ({m['cpu'] or 'unknown'}), Python {m['python']}.",
+        "",
+        "| daemons | seed | kills | in the window | leaders paused | fenced writes "
+        "| takeover median / max (s) | converged median / max (s) | leaked | duplicated "
+        "| lost | creates per instance | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in saved["runs"]:
+        take, conv = _span(r["takeovers_s"]), _span(r["convergence_s"])
+        lines.append(
+            f"| {r['daemons']} | {r['seed']} | {r['kills']} | {r['window_kills']} "
+            f"| {r['pauses']} | {r['fenced_writes']} "
+            f"| {take} "
+            f"| {conv} "
+            f"| {r['leaked']} | {r['duplicated']} | {r['lost']} "
+            f"| {round(r['creates'] / max(r['instances'], 1), 2)} | {r['wall_s']:.0f} |"
+        )
+    faults: dict[str, int] = {}
+    for r in saved["runs"]:
+        for k, v in r["faults"].items():
+            faults[k] = faults.get(k, 0) + v
+    take, rate = total["takeover_s"], total["creates_per_min"]
+    ttl = max(r["ttl_s"] for r in saved["runs"])
+    lines += [
+        "",
+        f"In all: {total['kills']} SIGKILLs ({total['window_kills']} in the window), "
+        f"{total['audits']} audits, {total['leaked']} leaked, {total['duplicated']} "
+        f"duplicated, {total['lost']} lost, {total['not_converged']} runs of convergence "
+        "past the bound"
+        + (
+            f"; leader takeover median {take['median']} s, max {take['max']} s against "
+            f"2 x TTL = {2 * ttl:g} s"
+            if take
+            else ""
+        )
+        + f"; {total['pauses']} leaders paused past their lease, "
+        f"{total['fenced_writes']} of their late writes refused by the fence"
+        + (
+            f"; create calls per minute median {rate['median']:g}, max {rate['max']:g} "
+            f"({total['creates_per_instance']} per instance created)"
+            if rate
+            else ""
+        )
+        + ". Faults injected: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+        + ".",
+    ]
+    return lines
+
+
+def _span(xs: list[float]) -> str:
+    s = _stats(xs)
+    return f"{s['median']} / {s['max']}" if s else "-"
+
+
+def _commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    )
+    return out.stdout.strip() or "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--daemons", type=int, nargs="+", default=[1, 2, 3])
@@ -697,6 +775,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--converge-s", type=float, default=120.0)
     ap.add_argument("--pg-url", default=PG_URL)
     ap.add_argument("--out", type=Path, help="write the reports and summary here (JSON)")
+    ap.add_argument(
+        "--page", action="store_true", help="re-render docs/benchmarks.md from --out's file"
+    )
     args = ap.parse_args(argv)
     reports = []
     for i, n in enumerate(args.daemons):
@@ -720,12 +801,18 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
         "machine": machine(),
+        "commit": _commit(),
+        "run_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "summary": total,
         "runs": [asdict(r) for r in reports],
     }
     print(json.dumps(total, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+        if args.page and args.out.resolve() == RESULTS:
+            import simulate_bench
+
+            simulate_bench.rewrite_page()
     return 0 if total["ok"] else 1
 
 

@@ -704,6 +704,7 @@ def render(
     out += loop_scale_section()
     out += deploy_scale_section()
     out += cli_startup_section()
+    out += chaos_section()
     by_name = {s.name: s for s in SCENARIOS}
     for res in results:
         sc = by_name[str(res["scenario"])]
@@ -964,6 +965,15 @@ def cli_startup_section(path: Path = ROOT / "bench" / "cli_startup_results.json"
     import cli_startup  # (imports this module's page: not at the top)
 
     return cli_startup.render(json.loads(path.read_text()))
+
+
+def chaos_section(path: Path = ROOT / "bench" / "chaos_results.json") -> list[str]:
+    """``bench/chaos.py``'s section, from its saved results (none if not run)."""
+    if not path.exists():
+        return []
+    import chaos  # (imports this module's page: not at the top)
+
+    return chaos.render(json.loads(path.read_text()))
 
 
 def rewrite_page(
