@@ -66,6 +66,7 @@ from sqlalchemy import Engine, make_url, text
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.chaos_emulators import Emulators  # noqa: E402
 from controlplane.store.db import make_engine  # noqa: E402
 from providers.sim.cloud import open_shared  # noqa: E402
 from schema.gen.gpucap.v1 import control_plane_pb2 as pb  # noqa: E402
@@ -120,6 +121,8 @@ models:
 """
 # How long a create's answer takes in a window step (a latency fault): the kill lands in it.
 WINDOW_S = 3.0
+# Node states a converged run may leave (ended ones, and ready).
+SETTLED = ("ready", "terminated", "failed")
 # How a step kills (``_disturb``), drawn with the weights ``run`` is given.
 MODES = ("random", "window", "pause")
 # Faults a step may inject, with what each does to the next creates of an account.
@@ -161,13 +164,14 @@ def fresh_database(admin_url: str, name: str) -> Iterator[str]:
 class Daemon:
     """One ``gpucap daemon`` process on the run's database and state file."""
 
-    def __init__(self, work: Path, name: str, db: str, state: Path, ttl_s: float) -> None:
+    def __init__(
+        self, work: Path, name: str, db: str, world: World | Emulators, ttl_s: float
+    ) -> None:
         self.name = name
         self.grpc_port, self.metrics_port = free_port(), free_port()
-        config = {
+        config: dict[str, Any] = {
             "database_url": db,
-            "provider_mode": "sim",
-            "sim_state": str(state),
+            **world.daemon_config(),
             "policies": [str(work / "policy.yaml")],
             "grpc": {"addr": f"127.0.0.1:{self.grpc_port}"},
             "metrics_addr": f"127.0.0.1:{self.metrics_port}",
@@ -181,7 +185,14 @@ class Daemon:
             [*GPUCAP, "daemon", "--config", str(path)],
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("w"),
-            env={**os.environ, "GPUCAP_STATE_DIR": str(work / f"state-{name}")},
+            env={
+                **os.environ,
+                **world.daemon_env(),
+                "GPUCAP_STATE_DIR": str(work / f"state-{name}"),
+                # One ExternalId secret for all (as from a secret manager): every daemon
+                # assumes the customer's role with the same ExternalId.
+                "GPUCAP_EXTERNAL_ID_SECRET": "chaos-external-id-secret",
+            },
             cwd=ROOT,
         )
 
@@ -236,13 +247,15 @@ class Daemon:
 class Cluster:
     """The run's daemons: ``size`` alive at once, restarted after each kill."""
 
-    def __init__(self, work: Path, db: str, state: Path, size: int, ttl_s: float) -> None:
-        self.work, self.db, self.state, self.size, self.ttl_s = work, db, state, size, ttl_s
+    def __init__(
+        self, work: Path, db: str, world: World | Emulators, size: int, ttl_s: float
+    ) -> None:
+        self.work, self.db, self.world, self.size, self.ttl_s = work, db, world, size, ttl_s
         self.started = 0
         self.live: list[Daemon] = []
 
     def spawn(self) -> Daemon:
-        d = Daemon(self.work, f"d{self.started}", self.db, self.state, self.ttl_s)
+        d = Daemon(self.work, f"d{self.started}", self.db, self.world, self.ttl_s)
         self.started += 1
         self.live.append(d)
         return d
@@ -281,11 +294,26 @@ class Cluster:
 
 # ------------------------------------------------------------------------- the cloud
 class World:
-    """The simulated cloud's state file, as the harness touches it (never the daemon)."""
+    """The simulated cloud's state file, as the harness touches it (never the daemon).
+    ``bench/chaos_emulators.Emulators`` is the other cloud, with the same interface."""
+
+    fault_kinds = FAULTS
+    nodes_get_ready = True  # (the simulated engines answer their probes once booted)
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.cloud = open_shared(path)
+
+    def daemon_config(self) -> dict[str, Any]:
+        return {"provider_mode": "sim", "sim_state": str(self.path)}
+
+    def daemon_env(self) -> dict[str, str]:
+        return {}
+
+    def window(self, seconds: float) -> None:
+        """The next creates of both accounts answer ``seconds`` after they commit."""
+        for account, cloud in ((AWS, Cloud.AWS), (GCP, Cloud.GCP)):
+            self.cloud.inject(cloud, account, "latency", 2, delay_s=seconds)
 
     def inject(self, kind: str, cloud: Cloud, rng: random.Random) -> str:
         """Inject ``kind`` (one of ``FAULTS``) at ``cloud``'s account; returns what was done."""
@@ -330,6 +358,12 @@ class World:
     def create_calls(self) -> int:
         return self.cloud.create_calls
 
+    def instances(self) -> int:
+        return len(self.cloud.instances)  # (terminated ones stay listed 1 h)
+
+    def close(self) -> None:
+        return
+
     def created_ago(self, intent_ids: list[str]) -> float | None:
         """Seconds since the newest of these intents' instances was created (None: none
         has one). The state file's clock is wall time (``open_shared``)."""
@@ -356,27 +390,34 @@ class StoreView:
             )
             return [r.id for r in rows]
 
-    def converged(self, targets: dict[str, int]) -> bool:
+    def converged(self, targets: dict[str, int], ready: bool = True) -> bool:
+        """Every model's replicas equal its pin and no node is on its way anywhere.
+        ``ready``: the replicas counted are ready and every live node is; else (no engine
+        ever answers, the emulators) the live replicas, their nodes up at the cloud
+        (``running``: they stay there, booting, until the provision timeout)."""
+        settled = SETTLED if ready else (*SETTLED, "running")
+        live = "('ready')" if ready else "('pending', 'provisioning', 'running', 'ready')"
         with self.engine.connect() as c:
-            ready: dict[str, int] = dict(
+            counted: dict[str, int] = dict(
                 c.execute(
                     text(
                         "SELECT m.name, count(r.id) FROM models m LEFT JOIN replicas r "
-                        "ON r.model_id = m.id AND r.state = 'ready' GROUP BY m.name"
+                        f"ON r.model_id = m.id AND r.state IN {live} GROUP BY m.name"
                     )
                 ).all()
             )
             moving = c.execute(
-                text(
-                    "SELECT count(*) FROM nodes WHERE state NOT IN "
-                    "('ready', 'terminated', 'failed')"
-                )
+                text(f"SELECT count(*) FROM nodes WHERE state NOT IN {settled!r}")
             ).scalar_one()
-        return moving == 0 and all(ready.get(m, 0) == n for m, n in targets.items())
+        return moving == 0 and all(counted.get(m, 0) == n for m, n in targets.items())
 
-    def ready_nodes(self) -> int:
+    def up_nodes(self, ready: bool = True) -> int:
+        """Nodes ready (``ready``), else nodes whose instance the cloud runs."""
+        states = "('ready')" if ready else "('provisioning', 'running', 'ready')"
         with self.engine.connect() as c:
-            return int(c.execute(text("SELECT count(*) FROM nodes WHERE state = 'ready'")).one()[0])
+            return int(
+                c.execute(text(f"SELECT count(*) FROM nodes WHERE state IN {states}")).one()[0]
+            )
 
     def close(self) -> None:
         self.engine.dispose()
@@ -443,6 +484,7 @@ class RunReport:
     creates_per_min: list[int] = field(default_factory=list)
     wall_s: float = 0.0
     ttl_s: float = 0.0
+    cloud: str = "sim"  # sim | emulators
 
     @property
     def ok(self) -> bool:
@@ -466,17 +508,19 @@ def run(
     converge_s: float = 120.0,
     fault_p: float = 0.5,
     modes: tuple[float, float, float] = (0.5, 0.3, 0.2),
+    cloud: str = "sim",
     log: Callable[[str], None] = print,
 ) -> RunReport:
+    """One run; ``cloud``: ``sim`` (the simulated cloud's state file) or ``emulators``
+    (moto and the GCP fake in a process of their own, ``bench/chaos_emulators.py``)."""
     rng = random.Random(seed)
-    report = RunReport(seed, daemons, ttl_s=ttl_s)
+    report = RunReport(seed, daemons, ttl_s=ttl_s, cloud=cloud)
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.yaml").write_text(POLICY)
-    state = work / "sim-state.db"
     started = time.monotonic()
     with fresh_database(pg_url, f"gpucap_chaos_{os.getpid()}_{seed}_{daemons}") as db:
-        world = World(state)
-        cluster = Cluster(work, db, state, daemons, ttl_s)
+        world = World(work / "sim-state.db") if cloud == "sim" else Emulators(work)
+        cluster = Cluster(work, db, world, daemons, ttl_s)
         store = StoreView(db)
         calls: list[tuple[float, int]] = [(time.monotonic(), 0)]
         try:
@@ -501,7 +545,7 @@ def run(
                 targets = new
                 retry(functools.partial(_pin_any, cluster, targets))
                 if rng.random() < fault_p:
-                    kind = rng.choice(FAULTS)
+                    kind = rng.choice(world.fault_kinds)
                     report.faults[kind] = report.faults.get(kind, 0) + 1
                     log(f"  fault {world.inject(kind, faulted, rng)}")
                 _disturb(mode, rng, cluster, world, store, report, log)
@@ -509,12 +553,13 @@ def run(
                 if report.kills % audit_every == 0 or report.kills >= kills:
                     _checkpoint(cluster, world, store, targets, report, converge_s, log)
                     calls.append((time.monotonic(), world.create_calls()))
+            report.instances = world.instances()
         finally:
             cluster.stop()
             store.close()
+            world.close()
         report.creates_per_min = per_minute(calls)
         report.creates = calls[-1][1]
-        report.instances = len(world.cloud.instances)  # (terminated ones stay listed 1 h)
     report.wall_s = round(time.monotonic() - started, 1)
     return report
 
@@ -523,7 +568,7 @@ def _disturb(
     mode: str,
     rng: random.Random,
     cluster: Cluster,
-    world: World,
+    world: World | Emulators,
     store: StoreView,
     report: RunReport,
     log: Callable[[str], None],
@@ -535,8 +580,7 @@ def _disturb(
     window, pause = mode == "window", mode == "pause"
     if window or pause:
         # The next creates answer WINDOW_S after they commit: the window to hit.
-        for account, cloud in ((AWS, Cloud.AWS), (GCP, Cloud.GCP)):
-            world.cloud.inject(cloud, account, "latency", 2, delay_s=WINDOW_S)
+        world.window(WINDOW_S)
         hit = _await_window(store, world, within=8.0)
         window = window and hit
         pause = pause and hit
@@ -575,7 +619,7 @@ def _disturb(
     cluster.up(wait=cluster.size == 1)  # (a standby comes back while the leader acts)
 
 
-def _await_window(store: StoreView, world: World, within: float) -> bool:
+def _await_window(store: StoreView, world: World | Emulators, within: float) -> bool:
     """Until a node's intent is committed, its create accepted by the cloud and not yet
     answered (the latency fault holds the answer): a create of the last second, so most
     of the window is still ahead whatever this process's own delays."""
@@ -590,7 +634,7 @@ def _await_window(store: StoreView, world: World, within: float) -> bool:
 
 def _checkpoint(
     cluster: Cluster,
-    world: World,
+    world: World | Emulators,
     store: StoreView,
     targets: dict[str, int],
     report: RunReport,
@@ -602,9 +646,10 @@ def _checkpoint(
     deadline = t0 + converge_s
     code, body = -1, dict[str, Any]()
     while time.monotonic() < deadline:
-        if store.converged(targets):
+        if store.converged(targets, world.nodes_get_ready):
             code, body = audit(cluster.any_addr())
-            if code == 0 and body.get("settling") in (0, None) and _all_tracked(body, store):
+            settled = body.get("settling") in (0, None)
+            if code == 0 and settled and _all_tracked(body, store, world.nodes_get_ready):
                 break
         time.sleep(0.5)
     else:
@@ -626,10 +671,11 @@ def _checkpoint(
     )
 
 
-def _all_tracked(body: dict[str, Any], store: StoreView) -> bool:
-    """Every instance the clouds list is a tracked one, and every ready node is listed."""
+def _all_tracked(body: dict[str, Any], store: StoreView, ready: bool) -> bool:
+    """Every instance the clouds list is a tracked one, and every ready (else up) node is
+    listed."""
     tracked, in_cloud = body.get("tracked", 0) or 0, body.get("in_cloud", 0) or 0
-    return bool(tracked == in_cloud == store.ready_nodes())
+    return bool(tracked == in_cloud == store.up_nodes(ready))
 
 
 def per_minute(samples: list[tuple[float, int]]) -> list[int]:
@@ -774,6 +820,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audit-every", type=int, default=10)
     ap.add_argument("--converge-s", type=float, default=120.0)
     ap.add_argument("--pg-url", default=PG_URL)
+    ap.add_argument(
+        "--cloud",
+        choices=("sim", "emulators"),
+        default="sim",
+        help="the simulated cloud's state file, or moto and the GCP fake as a process",
+    )
     ap.add_argument("--out", type=Path, help="write the reports and summary here (JSON)")
     ap.add_argument(
         "--page", action="store_true", help="re-render docs/benchmarks.md from --out's file"
@@ -793,6 +845,7 @@ def main(argv: list[str] | None = None) -> int:
                 ttl_s=args.ttl,
                 audit_every=args.audit_every,
                 converge_s=args.converge_s,
+                cloud=args.cloud,
                 log=lambda s: print(s, flush=True),
             )
         print(json.dumps(asdict(r)), flush=True)
