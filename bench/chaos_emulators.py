@@ -225,6 +225,20 @@ class Served:
         self.gcp_port = self.gcp.server.server_address[1]  # type: ignore[union-attr]
         self.gcp_handler = self.gcp.server.RequestHandlerClass  # type: ignore[union-attr]
         self.down: set[str] = set()
+        threading.Thread(target=self._gce_progress, daemon=True).start()
+
+    def _gce_progress(self, after_s: float = 1.0) -> None:
+        """GCE's operations end on their own; the fake's only when polled. An insert whose
+        daemon was killed before it polled (its instance then found by its intent tag)
+        would stay PROVISIONING for ever, so every operation older than ``after_s`` ends."""
+        seen: dict[tuple[str, str, str], float] = {}
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self.gcp.lock:
+                for key, op in self.gcp.operations.items():
+                    if op.status != "DONE" and now - seen.setdefault(key, now) > after_s:
+                        op.finish()
 
     def _proxy(self, port: int) -> Any:
         served, ms = self, self.ms
