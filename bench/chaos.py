@@ -736,21 +736,41 @@ def machine() -> dict[str, Any]:
 RESULTS = ROOT / "bench" / "chaos_results.json"
 
 
-def render(saved: dict[str, Any]) -> list[str]:
-    """The page's section (``bench/simulate_bench.py`` places it)."""
+def render(saved: dict[str, Any], section: bool = True) -> list[str]:
+    """The page's section (``bench/simulate_bench.py`` places it); a run on the emulators
+    (``--cloud emulators``) renders as a subsection, under the section's heading unless
+    ``section`` is False (it follows the simulated cloud's)."""
     total, m = saved["summary"], saved["machine"]
-    lines = [
-        "",
-        "## Chaos: SIGKILLs, a paused leader and cloud faults",
-        "",
-        f"`.venv/bin/python bench/{saved['command']}`: real `gpucap daemon` processes on a "
-        "fresh PostgreSQL database and one persistent simulated cloud (its SQLite state "
-        "file), scaled up and down by `PinModel`, SIGKILLed at seeded random moments and in "
-        "the window between the committed intent and the create's answer, with faults at the "
-        "cloud; `gpucap audit --output json` after every 10 kills and at the end. "
-        f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
-        f"{m['nproc']} CPUs ({m['cpu'] or 'unknown'}), Python {m['python']}.",
-        "",
+    emulated = any(r.get("cloud") == "emulators" for r in saved["runs"])
+    lines = ["", "## Chaos: SIGKILLs, a paused leader and cloud faults", ""] if section else [""]
+    if emulated:
+        lines += [
+            "### Against emulators: moto (server mode) and the GCP fake",
+            "",
+            f"`.venv/bin/python bench/{saved['command']}`: the same, with the daemons in real "
+            "provider mode, boto3 and google-cloud-compute pointed at moto behind its fault "
+            "proxy and at the GCP wire fake, both in a process of their own that outlives "
+            "every daemon; faults at the emulators (stockout, quota, throttling, 5xx, a lost "
+            "answer, a held answer, a listener restart on the same port with the same state). "
+            "No engine runs on an emulated instance: a converged run has every model's live "
+            "replicas at its pin, every node up at the cloud or ended, and the audit clean "
+            "with every listed instance tracked. "
+            f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
+            f"{m['nproc']} CPUs ({m['cpu'] or 'unknown'}), Python {m['python']}.",
+            "",
+        ]
+    else:
+        lines += [
+            f"`.venv/bin/python bench/{saved['command']}`: real `gpucap daemon` processes on a "
+            "fresh PostgreSQL database and one persistent simulated cloud (its SQLite state "
+            "file), scaled up and down by `PinModel`, SIGKILLed at seeded random moments and "
+            "in the window between the committed intent and the create's answer, with faults "
+            "at the cloud; `gpucap audit --output json` after every 10 kills and at the end. "
+            f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
+            f"{m['nproc']} CPUs ({m['cpu'] or 'unknown'}), Python {m['python']}.",
+            "",
+        ]
+    lines += [
         "| daemons | seed | kills | in the window | leaders paused | fenced writes "
         "| takeover median / max (s) | converged median / max (s) | leaked | duplicated "
         "| lost | creates per instance | wall (s) |",

@@ -967,13 +967,20 @@ def cli_startup_section(path: Path = ROOT / "bench" / "cli_startup_results.json"
     return cli_startup.render(json.loads(path.read_text()))
 
 
-def chaos_section(path: Path = ROOT / "bench" / "chaos_results.json") -> list[str]:
-    """``bench/chaos.py``'s section, from its saved results (none if not run)."""
-    if not path.exists():
+def chaos_section(
+    path: Path = ROOT / "bench" / "chaos_results.json",
+    emulators: Path = ROOT / "bench" / "chaos_emulators_results.json",
+) -> list[str]:
+    """``bench/chaos.py``'s section, from its saved results (none if not run), the
+    simulated cloud's and the emulators' (``--cloud emulators``)."""
+    if not path.exists() and not emulators.exists():
         return []
     import chaos  # (imports this module's page: not at the top)
 
-    return chaos.render(json.loads(path.read_text()))
+    out = chaos.render(json.loads(path.read_text())) if path.exists() else []
+    if emulators.exists():
+        out += chaos.render(json.loads(emulators.read_text()), section=not out)
+    return out
 
 
 def rewrite_page(
