@@ -16,6 +16,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from controlplane.store.db import Store
 from controlplane.store.models import (
     Account,
+    ApiToken,
     Base,
     Customer,
     DecisionRecord,
@@ -25,6 +26,7 @@ from controlplane.store.models import (
     Model,
     Node,
     NodePhaseReport,
+    NodeStop,
     PolicyVersion,
     Pool,
     Replica,
@@ -186,6 +188,7 @@ def _graph(since_0003: bool = True) -> list[Base]:
         if isinstance(r, Node):  # (since 0004)
             r.token_sha256 = "cd" * 32
             r.token_expires_at = _at(20)
+            r.price_usd_per_hour, r.tier = 98.32, "committed"  # (since 0014)
     rows.append(  # (since 0007)
         WeightCopy(
             id=61,
@@ -254,6 +257,21 @@ def _graph(since_0003: bool = True) -> list[Base]:
         NodePhaseReport(
             id=51, node_id="node-1", phase="booted", at=_at(6), reported_at=_at(7), detail="ok"
         ),
+    )
+    rows.append(  # (since 0013)
+        ApiToken(
+            id="a1b2c3d4",
+            secret_sha256="ef" * 32,
+            role="customer:acme",
+            description="acme's deploy pipeline",
+            created_at=_at(1),
+            expires_at=_at(90),
+            revoked_at=_at(60),
+        )
+    )
+    rows.insert(  # (since 0014)
+        rows.index(next(r for r in rows if isinstance(r, Node))) + 1,
+        NodeStop(id=71, node_id="node-1", stopped_at=_at(20), resumed_at=_at(30)),
     )
     return rows
 
