@@ -28,8 +28,19 @@ ended, and the audit clean with nothing settling and every listed instance track
 ``--converge-s``; its time counts from the moment the faults were cleared. Calls per minute
 are the cloud's own create counter (the state file's), over the run, by minute.
 
+``--cloud emulators``: the same against moto (server mode, behind its fault proxy) and the
+GCP wire fake, in a process of their own that outlives every daemon, the daemons in real
+provider mode (``bench/chaos_emulators.py``: its faults, and why nodes there stay
+``running``). Convergence there: every model's live replicas equal its pin, every node
+``running`` or ended, nothing pending, and the audit clean with every instance the clouds
+list tracked (no engine runs on an emulated instance, so no node is ever ``ready``; the
+provision timeout, an hour, is far past any run, so none is replaced for it). Each seed
+faults one emulator, the next seed the other.
+
     .venv/bin/python bench/chaos.py --daemons 1 --kills 60 --seed 1
     .venv/bin/python bench/chaos.py --daemons 3 --kills 60 --seed 3 --out bench/chaos_results.json
+    .venv/bin/python bench/chaos.py --cloud emulators --daemons 1 2 --kills 20 \
+        --out bench/chaos_emulators_results.json
 
 Each run creates a database ``gpucap_chaos_<pid>_<n>`` on ``--pg-url`` and drops it after.
 Exit status 1 when any run had a finding or did not converge within its bound."""
@@ -529,6 +540,8 @@ def run(
             # (a refused create blocks its pool or account for minutes, Tuning's *_block_s,
             # so faults at both would leave nothing to converge through until they end).
             faulted = rng.choice((Cloud.AWS, Cloud.GCP))
+            if cloud == "emulators":  # each emulator faulted by a seed of two in a row
+                faulted = (Cloud.GCP, Cloud.AWS)[seed % 2]
             targets = {m: 0 for m in TARGETS}
             while report.kills < kills:
                 mode = rng.choices(MODES, modes)[0]

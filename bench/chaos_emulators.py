@@ -23,6 +23,15 @@ Faults are the fakes' own injections, at the create of one cloud's account:
 - ``restart``: the emulator's HTTP listener stops for a few seconds and comes back on the same
   port with the same state; calls in between fail with connection errors.
 
+Readiness: no engine runs on an emulated instance, so nodes stay ``running`` (booting) and
+the harness's convergence counts live nodes instead of ready ones. A node could be made
+``ready`` by posting its boot phases to the daemon's ``/v1/node-phases`` with its node token
+(as ``bootstrap/node.sh`` does), but a ready node is then probed at the address the cloud
+gave it (moto's and the fake's private IPs, which nothing serves here) and drained as
+unhealthy after its failure threshold: churn of the harness's making, not the daemon's.
+A booting node is replaced only after ``Tuning.provision_timeout_s`` (an hour; the daemon
+config has no key for it), far past any run.
+
 moto publishes no AWS Deep Learning Base AMI, which a real-mode AWS provider looks up by name
 for a node's base image: the emulators' process loads moto's AMIs plus one of that name
 (``MOTO_AMIS_PATH``, read by moto when it is imported, hence a process of its own)."""
@@ -225,6 +234,7 @@ class Served:
         self.gcp_port = self.gcp.server.server_address[1]  # type: ignore[union-attr]
         self.gcp_handler = self.gcp.server.RequestHandlerClass  # type: ignore[union-attr]
         self.down: set[str] = set()
+        self.gcp_made: set[str] = set()  # instance ids (the fake forgets deleted ones)
         threading.Thread(target=self._gce_progress, daemon=True).start()
 
     def _gce_progress(self, after_s: float = 1.0) -> None:
@@ -236,6 +246,7 @@ class Served:
             time.sleep(0.25)
             now = time.monotonic()
             with self.gcp.lock:
+                self.gcp_made.update(i["id"] for i in self.gcp.instances.values())
                 for key, op in self.gcp.operations.items():
                     if op.status != "DONE" and now - seen.setdefault(key, now) > after_s:
                         op.finish()
@@ -366,7 +377,8 @@ class Served:
                 for r in self.gcp.requests_seen
                 if r.method == "POST" and r.path.endswith("/instances")
             )
-            made = len(self.gcp.instances)
+            self.gcp_made.update(i["id"] for i in self.gcp.instances.values())
+            made = len(self.gcp_made)
         with self.lock:
             made += len(self.aws_made)
         return {"creates": aws + gcp, "instances": made}
