@@ -18,7 +18,7 @@ import base64
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +103,16 @@ class SimImage:
 
 # The world's tables (``providers.sim.state``); keys are strings or tuples of strings.
 INSTANCES: Table[str, SimInstance] = Table(
-    "instances", lambda i: {**vars(i), "cloud": i.cloud.value}, _instance_from
+    "instances",
+    lambda i: {**vars(i), "cloud": i.cloud.value},
+    _instance_from,
+    # (on fields an instance never changes: see providers.sim.state)
+    indexes=(
+        ("site", lambda i: (i.account, i.cloud.value, i.region)),  # a region's listing
+        ("intent", lambda i: (i.account, i.intent_id)),  # a create's find-first
+        ("pool", lambda i: (i.cloud.value, i.region, i.instance_type)),  # capacity
+        ("zone", lambda i: i.zone),  # a create's least-used zone
+    ),
 )
 TOKENS: Table[tuple[str, str], str] = Table("tokens")  # (account, token) -> instance id
 IMAGES: Table[str, SimImage] = Table("images", vars, lambda d: SimImage(**d))
@@ -234,6 +243,14 @@ class SimCloud:
             i for i in self._state.values(INSTANCES) if i.account == account and i.cloud == cloud
         ]
 
+    def instances_in(self, account: str, cloud: Cloud, region: str) -> list[SimInstance]:
+        """The account's instances in one region (terminated ones too, until reaped)."""
+        return self._state.where(INSTANCES, "site", (account, cloud.value, region))
+
+    def instances_with_intent(self, account: str, intent_id: str) -> list[SimInstance]:
+        """The account's instances created with this intent (any cloud, any status)."""
+        return self._state.where(INSTANCES, "intent", (account, intent_id))
+
     def image(self, image_id: str) -> SimImage | None:
         return self._state.get(IMAGES, image_id)
 
@@ -355,26 +372,51 @@ class SimCloud:
             return self.clock() - inst.created_at >= timings.boot_s + timings.serve_s
 
     def in_use(self, cloud: Cloud, region: str, instance_type: str) -> int:
-        return self._alive(instance_type, lambda i: i.cloud == cloud and i.region == region)
+        return self._holding(
+            self._state.where(INSTANCES, "pool", self._pool(cloud, region, instance_type))
+        )
+
+    @staticmethod
+    def _pool(cloud: Cloud, region: str, instance_type: str) -> tuple[str, str, str]:
+        return (cloud.value, region, instance_type)
+
+    def pool_full(self, cloud: Cloud, region: str, instance_type: str) -> bool:
+        """``in_use >= limit``, without counting when fewer instances of the type were ever
+        made there than the limit (terminated ones included, until reaped)."""
+        limit = self.limit(cloud, region, instance_type)
+        key = self._pool(cloud, region, instance_type)
+        if self._state.count(INSTANCES, "pool", key) < limit:
+            return False
+        return self._holding(self._state.where(INSTANCES, "pool", key)) >= limit
 
     def zone_full(self, cloud: Cloud, zone: str, instance_type: str) -> bool:
         limit = self._state.get(ZONE_CAPACITY, (cloud.value, zone, instance_type))
         if limit is None:
             return False
-        return self._alive(instance_type, lambda i: i.cloud == cloud and i.zone == zone) >= limit
+        here = self._state.where(INSTANCES, "zone", zone)
+        return (
+            self._holding(i for i in here if i.cloud == cloud and i.instance_type == instance_type)
+            >= limit
+        )
 
     def _account_in_use(self, account: str, region: str, instance_type: str) -> int:
         return self._alive(instance_type, lambda i: i.account == account and i.region == region)
 
     def _alive(self, instance_type: str, where: Callable[[SimInstance], bool]) -> int:
-        """Instances of the type holding a host (not terminated, not stopped) that ``where``
-        picks: a stopped instance gives its host back, so its start can find none."""
+        """Instances of the type holding a host that ``where`` picks."""
+        return self._holding(
+            i
+            for i in self._state.values(INSTANCES)
+            if i.instance_type == instance_type and where(i)
+        )
+
+    def _holding(self, instances: Iterable[SimInstance]) -> int:
+        """How many hold a host (not terminated, not stopped): a stopped instance gives its
+        host back, so its start can find none."""
         return sum(
             1
-            for i in self._state.values(INSTANCES)
-            if i.instance_type == instance_type
-            and where(i)
-            and self.status(i) not in (InstanceStatus.TERMINATED, InstanceStatus.STOPPED)
+            for i in instances
+            if self.status(i) not in (InstanceStatus.TERMINATED, InstanceStatus.STOPPED)
         )
 
     def limit(self, cloud: Cloud, region: str, instance_type: str) -> int:
@@ -487,9 +529,7 @@ class SimCloud:
                     )
                 # A cluster group keeps one zone: its first member's (AWS pins it so).
                 zone = zone or self._member_zone(account, region, placement_group)
-            if self.in_use(cloud, region, instance_type) >= self.limit(
-                cloud, region, instance_type
-            ):
+            if self.pool_full(cloud, region, instance_type):
                 raise CapacityUnavailable(
                     f"insufficient {instance_type} capacity in {region}",
                     code="SimInsufficientCapacity",
@@ -508,7 +548,7 @@ class SimCloud:
                 )
             chosen = zone or min(
                 zones,
-                key=lambda z: sum(1 for i in self._state.values(INSTANCES) if i.zone == z),
+                key=lambda z: self._state.count(INSTANCES, "zone", z),
             )
             if self.zone_full(cloud, chosen, instance_type):
                 raise CapacityUnavailable(
@@ -670,8 +710,7 @@ class SimCloud:
                 )
             region, it = inst.region, inst.instance_type
             self._take_fault(inst.cloud, account, inst.zone, region, it)
-            full = self.in_use(inst.cloud, region, it) >= self.limit(inst.cloud, region, it)
-            if full or self.zone_full(inst.cloud, inst.zone, it):
+            if self.pool_full(inst.cloud, region, it) or self.zone_full(inst.cloud, inst.zone, it):
                 raise CapacityUnavailable(
                     f"insufficient {it} capacity in {inst.zone} to start {instance_id}",
                     code="SimInsufficientCapacity",

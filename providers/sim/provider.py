@@ -51,9 +51,6 @@ class SimProvider:
             private_ip=inst.private_ip or (self.world.address_of or _private_ip)(inst),
         )
 
-    def _mine(self) -> list[SimInstance]:
-        return self.world.instances_of(self.account, self.cloud)
-
     def create_node(self, request: NodeRequest) -> CreateResult:
         return call_with_retry(lambda: self._create_once(request), self.retry, what="sim create")
 
@@ -64,8 +61,8 @@ class SimProvider:
         # intent is either seen here or waits for this one.
         with self.world.transaction():
             # Find first: a retry after a crash must never make a second instance.
-            for inst in self._mine():
-                if inst.intent_id == request.intent_id and self.world.status(inst) not in (
+            for inst in self.world.instances_with_intent(self.account, request.intent_id):
+                if inst.cloud == self.cloud and self.world.status(inst) not in (
                     InstanceStatus.TERMINATED,
                     InstanceStatus.STOPPING,
                 ):
@@ -104,9 +101,7 @@ class SimProvider:
     def list_nodes(self, region: str, tags: Mapping[str, str]) -> list[CloudNode]:
         with self.world.transaction():
             out = []
-            for inst in self._mine():
-                if inst.region != region:
-                    continue
+            for inst in self.world.instances_in(self.account, self.cloud, region):
                 if any(inst.tags.get(k) != v for k, v in tags.items()):
                     continue
                 node = self._node(inst)
@@ -135,9 +130,7 @@ class SimProvider:
                 for it in INSTANCE_TYPES:
                     if it.cloud != self.cloud:
                         continue
-                    full = self.world.in_use(self.cloud, region, it.name) >= self.world.limit(
-                        self.cloud, region, it.name
-                    )
+                    full = self.world.pool_full(self.cloud, region, it.name)
                     price = (self.prices or {}).get(it.name, it.list_price_usd_per_hour)
                     for zone in zones_of(self.cloud, region):
                         out_of = full or self.world.zone_full(self.cloud, zone, it.name)
