@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,13 +49,15 @@ from sqlalchemy.engine import Engine  # noqa: E402
 from autoscaler import GpucapAutoscaler  # noqa: E402
 from autoscaler.types import MetricsSample  # noqa: E402
 from controlplane.api import ControlPlaneService  # noqa: E402
+from controlplane.lifecycle.health import Probe  # noqa: E402
 from controlplane.loop import ControlLoop, LoopContext, Tuning  # noqa: E402
 from controlplane.metrics_sources import Capacity, ModelKey  # noqa: E402
+from controlplane.probes import ProbeTarget  # noqa: E402
 from controlplane.resolvers import SimHealth, SimResolver  # noqa: E402
 from controlplane.store.db import Store, make_engine  # noqa: E402
 from controlplane.store.migrate import upgrade  # noqa: E402
 from controlplane.store.models import Account, Model, Node, Pool, Replica  # noqa: E402
-from controlplane.telemetry import Metrics  # noqa: E402
+from controlplane.telemetry import Metrics, configure_logging  # noqa: E402
 from providers.base import NodeRequest, Provider, ownership_tags  # noqa: E402
 from providers.retry import NO_RETRY  # noqa: E402
 from providers.sim import SimCloud, SimTimings  # noqa: E402
@@ -158,10 +160,15 @@ class SteadyLoad:
 @dataclass
 class CallCounter:
     calls: Counter[str] = field(default_factory=Counter)
+    # CPU seconds (process_time) spent inside the simulated cloud: its provider verbs, and
+    # the engines' answers to health probes (``SimHealth``), work a real cloud and real
+    # engines do on their side
+    sim_s: float = 0.0
+    probe_s: float = 0.0
 
 
 class _CountingProvider:
-    """A provider whose every verb is counted (by name) before it is called."""
+    """A provider whose every verb is counted (by name) and timed (CPU) as it is called."""
 
     def __init__(self, inner: Provider, counter: CallCounter) -> None:
         self._inner = inner
@@ -174,9 +181,28 @@ class _CountingProvider:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._counter.calls[name] += 1
-            return attr(*args, **kwargs)
+            c0 = time.process_time()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self._counter.sim_s += time.process_time() - c0
 
         return counted
+
+
+@dataclass
+class TimedHealth:
+    """``SimHealth`` with its CPU (the simulated engines' answers) timed."""
+
+    inner: SimHealth
+    counter: CallCounter
+
+    def probe(self, targets: Sequence[ProbeTarget]) -> Mapping[str, Probe]:
+        c0 = time.process_time()
+        try:
+            return self.inner.probe(targets)
+        finally:
+            self.counter.probe_s += time.process_time() - c0
 
 
 @dataclass
@@ -394,7 +420,7 @@ def make_loop(world: World, counter: CallCounter) -> ControlLoop:
         store=world.store,
         providers=CountingResolver(world.resolver, counter),
         metrics_source=SteadyLoad(),
-        health=SimHealth(world.sim),
+        health=TimedHealth(SimHealth(world.sim), counter),
         autoscaler=GpucapAutoscaler(),
         telemetry=Metrics(),
         # gc is measured as its own job (reconcile would run it when due)
@@ -434,6 +460,7 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
         world.clock.t += 1.0
         gc.collect()
         counter.calls.clear()
+        counter.sim_s = counter.probe_s = 0.0
         statements.n = 0
         pg0 = pg.cpu_s()
         w0, c0 = time.perf_counter(), time.process_time()
@@ -442,8 +469,12 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
         pg1 = pg.cpu_s()
         interval = float(getattr(tuning, interval_field))
         server = None if pg0 is None or pg1 is None else pg1 - pg0
+        sim = counter.sim_s + counter.probe_s
         out[name] = {
             "cpu_s": round(cpu, 4),
+            # of cpu_s, inside the simulated cloud (provider verbs + engine probes)
+            "sim_cpu_s": round(sim, 4),
+            "sim_probe_cpu_s": round(counter.probe_s, 4),
             "server_cpu_s": None if server is None else round(server, 4),
             "wall_s": round(wall, 4),
             "statements": statements.n,
@@ -451,6 +482,8 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
             "cloud_calls_by_verb": dict(counter.calls),
             "interval_s": interval,
             "cpu_s_per_s": round((cpu + (server or 0.0)) / interval, 5),
+            # the daemon's own: without the simulated cloud's share
+            "daemon_cpu_s_per_s": round((cpu - sim + (server or 0.0)) / interval, 5),
         }
     event.remove(world.store.engine, "before_cursor_execute", statements._count)
     return out
@@ -489,9 +522,11 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
             admin.dispose()
     total_cpu_per_s = sum(j["cpu_s_per_s"] for j in jobs.values())
+    daemon_cpu_per_s = sum(j["daemon_cpu_s_per_s"] for j in jobs.values())
     for name, j in jobs.items():
         print(
-            f"  {name:9s} cpu {j['cpu_s']:.3f} s  server {j['server_cpu_s']}  "
+            f"  {name:9s} cpu {j['cpu_s']:.3f} s (sim {j['sim_cpu_s']:.3f})  "
+            f"server {j['server_cpu_s']}  "
             f"sql {j['statements']}  cloud {j['cloud_calls']}",
             file=sys.stderr,
         )
@@ -507,6 +542,7 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
         "seed_s": round(world.seconds, 1),
         "jobs": jobs,
         "cpu_s_per_s": round(total_cpu_per_s, 4),
+        "daemon_cpu_s_per_s": round(daemon_cpu_per_s, 4),
     }
 
 
@@ -606,25 +642,35 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
         "seconds of the daemon's process (`time.process_time`), the PostgreSQL backends' CPU "
         "on the bench database (from `/proc/<pid>/stat`; on SQLite the database runs in the "
         "process), SQL statements (`before_cursor_execute`) and cloud calls (every provider "
-        "verb, counted). CPU-s per second of wall time is (process + server) CPU per tick "
+        "verb, counted). The simulated cloud runs in the daemon's process, so its own work "
+        "(what a real cloud does on its side: listing a region's instances, answering a "
+        "describe; and the simulated engines' answers to health probes) is in the process's "
+        'CPU: the column "of which in the simulated cloud" is the CPU spent inside the '
+        "provider verbs and `SimHealth.probe` (`time.process_time` around each call, in the "
+        "bench's counting wrapper), and the daemon's own CPU-s per s leaves it out (a real "
+        "daemon spends its own CPU on the HTTP calls and probes instead, not measured "
+        "here). CPU-s per second of wall time is (process + server) CPU per tick "
         "over the job's default interval (`Tuning`: collect, decide, place 15 s; reconcile "
         "10 s; staging 30 s; images 60 s; gc 120 s; offerings 300 s).",
         "",
         "| store | models | nodes | (account, region) sites | nodes per site | job | CPU-s "
-        "per tick | server CPU-s | SQL statements | cloud calls | CPU-s per s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "per tick | of which in the simulated cloud | server CPU-s | SQL statements | "
+        "cloud calls | CPU-s per s | the daemon's own CPU-s per s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         for job, j in r["jobs"].items():
             lines.append(
                 f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
                 f"{r['nodes_per_site']:.0f} | {job} | {_f(j['cpu_s'])} | "
+                f"{_f(j.get('sim_cpu_s'))} | "
                 f"{_f(j['server_cpu_s'])} | {j['statements']:,} | {j['cloud_calls']:,} | "
-                f"{_f(j['cpu_s_per_s'], 4)} |"
+                f"{_f(j['cpu_s_per_s'], 4)} | {_f(j.get('daemon_cpu_s_per_s'), 4)} |"
             )
         lines.append(
             f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
-            f"{r['nodes_per_site']:.0f} | **all** | | | | | **{_f(r['cpu_s_per_s'], 4)}** |"
+            f"{r['nodes_per_site']:.0f} | **all** | | | | | | **{_f(r['cpu_s_per_s'], 4)}** | "
+            f"**{_f(r.get('daemon_cpu_s_per_s'), 4)}** |"
         )
     if saved.get("note"):
         lines += ["", saved["note"]]
@@ -659,12 +705,19 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
     by = {(r["store"], r["size"]): r for r in runs}
     big = by.get(("postgresql", "10000")) or by.get(("postgresql", "10000-1"))
     if big is not None:
-        ok = big["cpu_s_per_s"] <= TARGET_CPU_PER_S
+        own = big.get("daemon_cpu_s_per_s")
+        figure = big["cpu_s_per_s"] if own is None else own
+        ok = figure <= TARGET_CPU_PER_S
         lines.append(
             f"- all jobs at 10,000 models ({big['nodes']:,} nodes) on PostgreSQL at the "
             "default intervals: "
-            f"{big['cpu_s_per_s']:.3f} CPU-s per second (target <= {TARGET_CPU_PER_S}) "
-            f"{'✔' if ok else '✘'}"
+            + (
+                f"{big['cpu_s_per_s']:.3f} CPU-s per second"
+                if own is None
+                else f"{own:.3f} CPU-s per second of the daemon's own "
+                f"({big['cpu_s_per_s']:.3f} with the simulated cloud's share)"
+            )
+            + f" (target <= {TARGET_CPU_PER_S}) {'✔' if ok else '✘'}"
         )
     else:
         lines.append("- the 10,000-model PostgreSQL run is not in this result")
@@ -703,5 +756,8 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
 
 
 if __name__ == "__main__":
+    # warnings only, as JSON (the daemon's format): the warm-up round's per-model
+    # "autoscale" lines (each model's first decision) are not the bench's output
     os.environ.setdefault("GPUCAP_LOG_LEVEL", "warning")
+    configure_logging(os.environ["GPUCAP_LOG_LEVEL"], json=True)
     main()

@@ -43,6 +43,10 @@ def test_seed_and_measure_tiny(tmp_path: Path) -> None:
     for name, j in jobs.items():
         assert j["statements"] > 0, name
         assert j["cpu_s"] >= 0 and j["server_cpu_s"] is None
+        # the simulated cloud's share is part of the process's CPU, and left out of the
+        # daemon's own figure
+        assert 0 <= j["sim_probe_cpu_s"] <= j["sim_cpu_s"] <= j["cpu_s"] + 0.01, name
+        assert j["daemon_cpu_s_per_s"] <= j["cpu_s_per_s"], name
     verbs = {v for j in jobs.values() for v in j["cloud_calls_by_verb"]}
     assert not verbs & {"create_node", "terminate_node", "start_node", "stop_node"}
     with world.store.session() as s:
@@ -61,3 +65,6 @@ def test_main_writes_results_and_section(tmp_path: Path) -> None:
     page = "\n".join(ls.render(saved, {}))
     assert "## The loop and the API at fleet scale" in page
     assert "| sqlite | 20 | 40 | 2 | 20 | reconcile |" in page
+    assert "of which in the simulated cloud" in page
+    run = saved["runs"][0]
+    assert run["daemon_cpu_s_per_s"] <= run["cpu_s_per_s"]
