@@ -581,6 +581,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-page", dest="page", action="store_false", help="leave docs alone")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    # (read before the run: a commit made meanwhile is not the code that ran)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     runs = []
     for size_name in args.sizes.split(","):
         for store_kind in args.stores.split(","):
@@ -590,9 +594,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "command": "bench/loop_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "run_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
+        "commit": commit,
         "wall_min": round((time.monotonic() - t0) / 60, 1),
         "machine": machine(),
         "runs": runs,
