@@ -33,6 +33,7 @@ import platform
 import subprocess
 import sys
 import time
+import types
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -443,9 +444,48 @@ def job_calls(loop: ControlLoop) -> dict[str, Callable[[], object]]:
     }
 
 
+class GcTimer:
+    """CPU seconds of the process spent in Python's garbage collector (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.process_time()
+        else:
+            self.s += time.process_time() - self._t0
+
+
+# (code and modules reach every global: not the world's state)
+_NOT_STATE = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+)
+
+
+def heap_objects(root: object) -> int:
+    """Objects the garbage collector tracks that ``root`` reaches (the simulated cloud's
+    share of what every full collection looks through)."""
+    seen = {id(root)}
+    todo = [root]
+    while todo:
+        for ref in gc.get_referents(todo.pop()):
+            if isinstance(ref, _NOT_STATE) or not gc.is_tracked(ref) or id(ref) in seen:
+                continue
+            seen.add(id(ref))
+            todo.append(ref)
+    return len(seen)
+
+
 def measure(world: World, pg: PgBackends) -> dict[str, Any]:
     """A warm-up round of every job, then the measured round."""
     counter = CallCounter()
+    gc_timer = GcTimer()
     statements = StatementCounter()
     statements.attach(world.store.engine)
     loop = make_loop(world, counter)
@@ -456,11 +496,12 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
     world.clock.t += 15.0
     out: dict[str, Any] = {}
     tuning = Tuning()
+    gc.callbacks.append(gc_timer)
     for name, interval_field in JOBS:
         world.clock.t += 1.0
         gc.collect()
         counter.calls.clear()
-        counter.sim_s = counter.probe_s = 0.0
+        counter.sim_s = counter.probe_s = gc_timer.s = 0.0
         statements.n = 0
         pg0 = pg.cpu_s()
         w0, c0 = time.perf_counter(), time.process_time()
@@ -475,6 +516,9 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
             # of cpu_s, inside the simulated cloud (provider verbs + engine probes)
             "sim_cpu_s": round(sim, 4),
             "sim_probe_cpu_s": round(counter.probe_s, 4),
+            # of cpu_s, in Python's garbage collector (whose full collections look through
+            # the simulated cloud's objects too: ``heap`` in the run)
+            "gc_cpu_s": round(gc_timer.s, 4),
             "server_cpu_s": None if server is None else round(server, 4),
             "wall_s": round(wall, 4),
             "statements": statements.n,
@@ -485,6 +529,7 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
             # the daemon's own: without the simulated cloud's share
             "daemon_cpu_s_per_s": round((cpu - sim + (server or 0.0)) / interval, 5),
         }
+    gc.callbacks.remove(gc_timer)
     event.remove(world.store.engine, "before_cursor_execute", statements._count)
     return out
 
@@ -513,6 +558,7 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
         )
         pg = PgBackends(world.store.engine if store_kind == "postgresql" else None)
         jobs = measure(world, pg)
+        heap = {"tracked": len(gc.get_objects()), "simulated_cloud": heap_objects(world.sim)}
         world.store.close()
     finally:
         if store_kind == "sqlite":
@@ -525,7 +571,8 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
     daemon_cpu_per_s = sum(j["daemon_cpu_s_per_s"] for j in jobs.values())
     for name, j in jobs.items():
         print(
-            f"  {name:9s} cpu {j['cpu_s']:.3f} s (sim {j['sim_cpu_s']:.3f})  "
+            f"  {name:9s} cpu {j['cpu_s']:.3f} s (sim {j['sim_cpu_s']:.3f}, "
+            f"gc {j['gc_cpu_s']:.3f})  "
             f"server {j['server_cpu_s']}  "
             f"sql {j['statements']}  cloud {j['cloud_calls']}",
             file=sys.stderr,
@@ -540,6 +587,7 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
         "nodes_per_site": size.nodes_per_site,
         "seeded": world.counts,
         "seed_s": round(world.seconds, 1),
+        "heap_objects": heap,
         "jobs": jobs,
         "cpu_s_per_s": round(total_cpu_per_s, 4),
         "daemon_cpu_s_per_s": round(daemon_cpu_per_s, 4),
@@ -656,24 +704,39 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
         "10 s; staging 30 s; images 60 s; gc 120 s; offerings 300 s).",
         "",
         "| store | models | nodes | (account, region) sites | nodes per site | job | CPU-s "
-        "per tick | of which in the simulated cloud | server CPU-s | SQL statements | "
-        "cloud calls | CPU-s per s | the daemon's own CPU-s per s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "per tick | of which in the simulated cloud | of which in the garbage collector | "
+        "server CPU-s | SQL statements | cloud calls | CPU-s per s | the daemon's own CPU-s "
+        "per s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         for job, j in r["jobs"].items():
             lines.append(
                 f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
                 f"{r['nodes_per_site']:.0f} | {job} | {_f(j['cpu_s'])} | "
-                f"{_f(j.get('sim_cpu_s'))} | "
+                f"{_f(j.get('sim_cpu_s'))} | {_f(j.get('gc_cpu_s'))} | "
                 f"{_f(j['server_cpu_s'])} | {j['statements']:,} | {j['cloud_calls']:,} | "
                 f"{_f(j['cpu_s_per_s'], 4)} | {_f(j.get('daemon_cpu_s_per_s'), 4)} |"
             )
         lines.append(
             f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
-            f"{r['nodes_per_site']:.0f} | **all** | | | | | | **{_f(r['cpu_s_per_s'], 4)}** | "
+            f"{r['nodes_per_site']:.0f} | **all** | | | | | | | **{_f(r['cpu_s_per_s'], 4)}** | "
             f"**{_f(r.get('daemon_cpu_s_per_s'), 4)}** |"
         )
+    heaps = [r for r in runs if r.get("heap_objects")]
+    if heaps:
+        lines += [
+            "",
+            "Objects Python's garbage collector tracks after the measured round (each full "
+            "collection looks through all of them), and of them the simulated cloud's (its "
+            "instances, their tags, its indexes): "
+            + "; ".join(
+                f"{r['store']} {r['models']:,} models: {r['heap_objects']['tracked']:,}, "
+                f"{r['heap_objects']['simulated_cloud']:,}"
+                for r in heaps
+            )
+            + ".",
+        ]
     if saved.get("note"):
         lines += ["", saved["note"]]
     lines += [

@@ -47,6 +47,7 @@ def test_seed_and_measure_tiny(tmp_path: Path) -> None:
         # daemon's own figure
         assert 0 <= j["sim_probe_cpu_s"] <= j["sim_cpu_s"] <= j["cpu_s"] + 0.01, name
         assert j["daemon_cpu_s_per_s"] <= j["cpu_s_per_s"], name
+        assert 0 <= j["gc_cpu_s"] <= j["cpu_s"] + 0.01, name
     verbs = {v for j in jobs.values() for v in j["cloud_calls_by_verb"]}
     assert not verbs & {"create_node", "terminate_node", "start_node", "stop_node"}
     with world.store.session() as s:
@@ -68,3 +69,6 @@ def test_main_writes_results_and_section(tmp_path: Path) -> None:
     assert "of which in the simulated cloud" in page
     run = saved["runs"][0]
     assert run["daemon_cpu_s_per_s"] <= run["cpu_s_per_s"]
+    # the simulated cloud's 40 instances, their tags and index entries, at least
+    assert 40 < run["heap_objects"]["simulated_cloud"] < run["heap_objects"]["tracked"]
+    assert "of which in the garbage collector" in page
