@@ -89,6 +89,9 @@ PG_URL = os.environ.get("GPUCAP_TEST_PG_URL", "postgresql+psycopg://postgres@127
 CUSTOMER = "chaos"
 # Accounts as the simulated cloud knows them (a customer's own: "<customer>/<name>").
 AWS, GCP = f"{CUSTOMER}/aws-1", f"{CUSTOMER}/gcp-1"
+ACCOUNT_OF = {Cloud.AWS: "aws-1", Cloud.GCP: "gcp-1"}  # the policy's names (the store's)
+# Faults whose refusal blocks a pool or an account in the daemon for minutes.
+BLOCKING = frozenset({"capacity", "quota", "gang_partial", "stockout_region", "zero_quota"})
 # The first 8xH100 type of each cloud (schema/catalog.py): a stockout of it sends the model
 # to the next pool (another type, or the other cloud).
 H100_8 = {Cloud.AWS: "p5.48xlarge", Cloud.GCP: "a3-highgpu-8g"}
@@ -422,6 +425,26 @@ class StoreView:
             ).scalar_one()
         return moving == 0 and all(counted.get(m, 0) == n for m, n in targets.items())
 
+    def fault_target(self) -> tuple[Cloud | None, bool]:
+        """The cloud the daemon's next create likely goes to (the newest node's, else AWS,
+        the cheaper 8xH100), unless its account is blocked, then the other; and whether the
+        other account is open too. (None, False): both are blocked."""
+        with self.engine.connect() as c:
+            blocked = set(
+                c.execute(
+                    text(
+                        "SELECT account FROM unavailable_offerings WHERE until > now() "
+                        "UNION SELECT account FROM pools WHERE unavailable_until > now()"
+                    )
+                ).scalars()
+            )
+            newest = c.execute(
+                text("SELECT cloud FROM nodes ORDER BY pending_at DESC NULLS LAST LIMIT 1")
+            ).scalar_one_or_none()
+        order = [Cloud.GCP, Cloud.AWS] if newest == Cloud.GCP.value else [Cloud.AWS, Cloud.GCP]
+        open_ = [k for k in order if ACCOUNT_OF[k] not in blocked]
+        return (open_[0] if open_ else None), len(open_) == 2
+
     def up_nodes(self, ready: bool = True) -> int:
         """Nodes ready (``ready``), else nodes whose instance the cloud runs."""
         states = "('ready')" if ready else "('provisioning', 'running', 'ready')"
@@ -536,12 +559,6 @@ def run(
         calls: list[tuple[float, int]] = [(time.monotonic(), 0)]
         try:
             cluster.up()
-            # Faults hit one cloud's account for the whole run: the other is the next pool
-            # (a refused create blocks its pool or account for minutes, Tuning's *_block_s,
-            # so faults at both would leave nothing to converge through until they end).
-            faulted = rng.choice((Cloud.AWS, Cloud.GCP))
-            if cloud == "emulators":  # each emulator faulted by a seed of two in a row
-                faulted = (Cloud.GCP, Cloud.AWS)[seed % 2]
             targets = {m: 0 for m in TARGETS}
             while report.kills < kills:
                 mode = rng.choices(MODES, modes)[0]
@@ -557,8 +574,15 @@ def run(
                     mode = mode if targets["single"] < top else "random"
                 targets = new
                 retry(functools.partial(_pin_any, cluster, targets))
-                if rng.random() < fault_p:
+                # A fault goes where the next creates go (a fault at a cloud nothing is
+                # created on tests nothing); one that blocks never to the last open account:
+                # a refused create blocks its pool or account for minutes (Tuning's
+                # *_block_s), and the other account is the way to converge meanwhile.
+                faulted, other_open = store.fault_target()
+                if faulted is not None and rng.random() < fault_p:
                     kind = rng.choice(world.fault_kinds)
+                    if kind in BLOCKING and not other_open:
+                        kind = rng.choice([k for k in world.fault_kinds if k not in BLOCKING])
                     report.faults[kind] = report.faults.get(kind, 0) + 1
                     log(f"  fault {world.inject(kind, faulted, rng)}")
                 _disturb(mode, rng, cluster, world, store, report, log)
