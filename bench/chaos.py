@@ -430,11 +430,19 @@ class StoreView:
         the cheaper 8xH100), unless its account is blocked, then the other; and whether the
         other account is open too. (None, False): both are blocked."""
         with self.engine.connect() as c:
+            # An account is blocked when every pool of it is: stamped, or matched by an
+            # unexpired unavailable offering; a zone blocked by a refused create counts
+            # whole, a zone the cloud does not offer the type in does not.
             blocked = set(
                 c.execute(
                     text(
-                        "SELECT account FROM unavailable_offerings WHERE until > now() "
-                        "UNION SELECT account FROM pools WHERE unavailable_until > now()"
+                        "SELECT p.account FROM pools p GROUP BY p.account HAVING bool_and("
+                        "COALESCE(p.unavailable_until > now(), false) OR EXISTS ("
+                        "SELECT 1 FROM unavailable_offerings u WHERE u.until > now() "
+                        "AND u.account = p.account AND (u.zone IS NULL OR u.source = 'error') "
+                        "AND (u.region IS NULL OR u.region = p.region) "
+                        "AND (u.instance_type IS NULL OR u.instance_type = p.instance_type) "
+                        "AND (u.pool_id IS NULL OR u.pool_id = p.id)))"
                     )
                 ).scalars()
             )
