@@ -811,6 +811,11 @@ def render(saved: dict[str, Any], section: bool = True) -> list[str]:
             "file), scaled up and down by `PinModel`, SIGKILLed at seeded random moments and "
             "in the window between the committed intent and the create's answer, with faults "
             "at the cloud; `gpucap audit --output json` after every 10 kills and at the end. "
+            "A fault goes to the account the next creates go to; one that blocks a pool "
+            "(capacity, quota, a gang's second create, a region without stock, zero quota) "
+            "only while the other account is open, and the daemon keeps a refused account "
+            "blocked for minutes (a quota refusal 15), so a run's later faults are mostly "
+            "of the other kinds. "
             f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
             f"{m['nproc']} CPUs ({m['cpu'] or 'unknown'}), Python {m['python']}.",
             "",
