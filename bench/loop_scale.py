@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine  # noqa: E402
 
 from autoscaler import GpucapAutoscaler  # noqa: E402
 from autoscaler.types import MetricsSample  # noqa: E402
+from controlplane import gc_tuning  # noqa: E402
 from controlplane.api import ControlPlaneService  # noqa: E402
 from controlplane.lifecycle.health import Probe  # noqa: E402
 from controlplane.loop import ControlLoop, LoopContext, Tuning  # noqa: E402
@@ -628,6 +629,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--no-page", dest="page", action="store_false", help="leave docs alone")
     args = ap.parse_args(argv)
+    gc_tuning.tune()  # the collector as the daemon sets it (``gpucap daemon``)
     t0 = time.monotonic()
     # (read before the run: a commit made meanwhile is not the code that ran)
     commit = subprocess.run(

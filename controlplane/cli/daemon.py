@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from controlplane import gc_tuning
 from controlplane.telemetry import configure_logging
 from schema.daemon_config import DaemonConfig, GrpcConfig
 from schema.policy_file import PolicyError, parse_yaml_model
@@ -122,6 +123,7 @@ def daemon(
         except ValueError as exc:  # e.g. a TLS file the metrics section names is unreadable
             err.print(f"{config or 'gpucap daemon'}: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from exc
+    gc_tuning.tune()
     d = Daemon(cfg, wiring)
     try:
         d.start()
