@@ -238,11 +238,6 @@ class SimCloud:
     def instance(self, instance_id: str) -> SimInstance | None:
         return self._state.get(INSTANCES, instance_id)
 
-    def instances_of(self, account: str, cloud: Cloud) -> list[SimInstance]:
-        return [
-            i for i in self._state.values(INSTANCES) if i.account == account and i.cloud == cloud
-        ]
-
     def instances_in(self, account: str, cloud: Cloud, region: str) -> list[SimInstance]:
         """The account's instances in one region (terminated ones too, until reaped)."""
         return self._state.where(INSTANCES, "site", (account, cloud.value, region))
