@@ -106,6 +106,12 @@ class SpecCache:
         self._specs: dict[int, tuple[int | None, dict[str, Any], ModelSpec]] = {}
         self.parsed = 0  # validations done (what the cache saves is measured by it)
 
+    def known(self, model_id: int, version: int) -> ModelSpec | None:
+        """The parsed spec of the model at that row version, if this cache holds it (the
+        caller need not read the stored spec at all)."""
+        cached = self._specs.get(model_id)
+        return cached[2] if cached is not None and cached[0] == version else None
+
     def spec(self, model_id: int, raw: dict[str, Any], version: int | None = None) -> ModelSpec:
         cached = self._specs.get(model_id)
         if cached is not None and version is not None and cached[0] == version:

@@ -14,12 +14,12 @@ on a version the decide job bumped."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
 import structlog
-from sqlalchemy import Table, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from autoscaler import codec
@@ -42,6 +42,7 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
     held: list[tuple[int, dict[str, Any], bool]] = []  # (model, newest state, written)
     with ctx.store.session() as s:
         snap = reader.read(s, now)
+        writes: list[_Write] = []
         for m in snap.models:
             if m.deleted:
                 continue
@@ -57,12 +58,20 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
             )
             inp, step = _step(ctx, snap, m, inp)
             due = _state_due(m.id, reader.state_stored_at(m.id), now, ctx.tuning)
-            written = _apply(ctx, s, m, inp, step, now_dt, due)
-            if written is not False:
-                held.append((m.id, dict(step.state), bool(written)))
+            decided = changed(step.decision, m.desired, m.reason)
+            if decided or due:
+                writes.append(_Write(m, inp, step, decided))
+            else:
+                ctx.telemetry.desired_replicas.labels(m.customer, m.name).set(m.desired)
+                held.append((m.id, dict(step.state), False))
+        written = _write(s, writes)
+        for w in writes:
+            _written(ctx, s, w, w.model.id in written, now_dt)
+            if w.model.id in written:
+                held.append((w.model.id, dict(w.step.state), True))
     # (after the commit: a tick that failed to commit leaves memory as the store is)
-    for model_id, state, written in held:
-        reader.hold_state(model_id, state, now if written else None)
+    for model_id, state, stored in held:
+        reader.hold_state(model_id, state, now if stored else None)
 
 
 def _state_due(model_id: int, stored_at: float | None, now: float, tuning: Tuning) -> bool:
@@ -97,60 +106,102 @@ def _step(
     return inp, step
 
 
-def _apply(
-    ctx: LoopContext,
-    s: Session,
-    m: ModelFacts,
-    inp: AutoscalerInput,
-    step: Step,
-    at: datetime,
-    state_due: bool,
-) -> bool | None:
-    """Write what changed: True (written), None (nothing to write: the state is held in
-    memory) or False (the row changed since the snapshot: nothing written, the step is
-    dropped)."""
-    d = step.decision
+@dataclass(frozen=True)
+class _Write:
+    """A model's row to write this tick: the decider's state, and the decision if it
+    changed."""
+
+    model: ModelFacts
+    inp: AutoscalerInput
+    step: Step
+    decided: bool
+
+
+def _write(s: Session, writes: list[_Write]) -> set[int]:
+    """Write the rows, each guarded by the version the snapshot read, in two batches (the
+    state alone; the state with a decision) instead of a statement per model; the ids of
+    the rows written. A batch's count says only how many matched; when some did not, the
+    versions are read back in the same transaction, which holds the written rows' locks
+    (PostgreSQL) or the database's (SQLite): a row written still has the version read, a row
+    changed under us has a later one."""
+    by_id = {w.model.id: w for w in writes}
+    out: set[int] = set()
+    for decided in (False, True):
+        batch = [w for w in writes if w.decided == decided]
+        if not batch:
+            continue
+        rows = [_values(w) for w in batch]
+        stmt = _STATE_AND_DECISION if decided else _STATE
+        if s.execute(stmt, rows).rowcount == len(rows):  # type: ignore[attr-defined]
+            out.update(w.model.id for w in batch)
+            continue
+        ids = [w.model.id for w in batch]
+        for model_id, version in s.execute(_VERSIONS.where(_MODELS.c.id.in_(ids))):
+            if version == by_id[model_id].model.version:
+                out.add(model_id)
+    return out
+
+
+def _values(w: _Write) -> dict[str, Any]:
+    d = w.step.decision
+    return {
+        "m_id": w.model.id,
+        "m_version": w.model.version,
+        "autoscaler_state": dict(w.step.state),
+        "desired_replicas": d.desired,
+        "desired_reason": d.reason,
+    }
+
+
+def _written(ctx: LoopContext, s: Session, w: _Write, written: bool, at: datetime) -> None:
+    """What follows a row's write: the gauge, and a changed decision recorded with the
+    inputs that replay it. A row changed since the snapshot (a pin, a pause, a spec
+    change) was not written: this tick's step for it is dropped."""
+    m, d = w.model, w.step.decision
     gauge = ctx.telemetry.desired_replicas.labels(m.customer, m.name)
-    decided = changed(d, m.desired, m.reason)
-    if not decided and not state_due:
-        gauge.set(d.desired)  # (unchanged: the stored one)
-        return None
-    values: dict[str, Any] = {"autoscaler_state": dict(step.state)}
-    if decided:
-        values |= {"desired_replicas": d.desired, "desired_reason": d.reason}
-    guarded = _UPDATE.where(_MODELS.c.id == m.id, _MODELS.c.version == m.version).values(values)
-    if s.execute(guarded).rowcount != 1:  # type: ignore[attr-defined]
+    if not written:
         log.info("decide.skipped", customer=m.customer, model=m.name, why="row changed")
         gauge.set(m.desired)
-        return False
+        return
     gauge.set(d.desired)
-    if decided:
-        decider = {"name": ctx.autoscaler.name, "code": decider_code()}
-        s.add(
-            DecisionRecord(
-                at=at,
-                kind="autoscale",
-                customer=m.customer,
-                model=m.name,
-                desired=d.desired,
-                reason=d.reason,
-                detail=d.detail,
-                inputs=codec.encode(inp, m.autoscaler_state, decider),
-            )
-        )
-        log.info(
-            "autoscale",
+    if not w.decided:
+        return
+    decider = {"name": ctx.autoscaler.name, "code": decider_code()}
+    s.add(
+        DecisionRecord(
+            at=at,
+            kind="autoscale",
             customer=m.customer,
             model=m.name,
             desired=d.desired,
             reason=d.reason,
             detail=d.detail,
+            inputs=codec.encode(w.inp, m.autoscaler_state, decider),
         )
-    return True
+    )
+    log.info(
+        "autoscale",
+        customer=m.customer,
+        model=m.name,
+        desired=d.desired,
+        reason=d.reason,
+        detail=d.detail,
+    )
 
 
 # The decide job's own columns, by id and the version read; the version is left as it is
 # (a Core UPDATE: the ORM's version counter would bump it), so the API's optimistic writes
 # of spec and overrides never conflict with it.
 _MODELS = cast(Table, Model.__table__)
-_UPDATE = update(_MODELS)
+_GUARD = (_MODELS.c.id == bindparam("m_id"), _MODELS.c.version == bindparam("m_version"))
+_STATE = update(_MODELS).where(*_GUARD).values(autoscaler_state=bindparam("autoscaler_state"))
+_STATE_AND_DECISION = (
+    update(_MODELS)
+    .where(*_GUARD)
+    .values(
+        autoscaler_state=bindparam("autoscaler_state"),
+        desired_replicas=bindparam("desired_replicas"),
+        desired_reason=bindparam("desired_reason"),
+    )
+)
+_VERSIONS = select(_MODELS.c.id, _MODELS.c.version)

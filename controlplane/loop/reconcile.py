@@ -19,9 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -49,7 +50,7 @@ from controlplane.lifecycle.node import (
 )
 from controlplane.loop.context import LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
-from controlplane.loop.snapshot import NON_TERMINAL, unavailable_entries
+from controlplane.loop.snapshot import NON_TERMINAL, read_specs, unavailable_entries
 from controlplane.loop.staging import READY, staged_copy
 from controlplane.node_boot import StagedCopy, node_boot, weight_sources
 from controlplane.node_tokens import TOKEN_TTL_S, digest
@@ -148,9 +149,43 @@ def ttls(t: Tuning) -> BlockTTLs:
 
 
 # The pass's statements, built once (building one costs about as much as running it).
+# Nodes are read as columns, not rows: a pass reads every live node, and an ORM row costs
+# several times the columns it carries (its identity map, its attribute state).
 _ACCOUNTS = select(Account)
+# When the node entered its present state (the pending time, for a state without a column).
+_SINCE = func.coalesce(
+    case(
+        *((Node.state == st, getattr(Node, f"{st}_at")) for st in NON_TERMINAL),
+        else_=None,
+    ),
+    Node.pending_at,
+)
 _LIVE_NODES = (
-    select(Node, Model.name, Model.id, Pool, Replica.warm)
+    select(
+        Node.id,
+        Node.version,
+        Node.state,
+        Node.customer,
+        Node.account,
+        Node.cloud,
+        Node.region,
+        Node.zone,
+        Node.instance_type,
+        Node.instance_id,
+        Node.attempts,
+        Node.last_attempt_at,
+        _SINCE,
+        Node.pool_id,
+        Model.name,
+        Pool.reservation,
+        Model.id,
+        Node.private_ip,
+        Node.probe_failures,
+        Node.ready_at.is_not(None),
+        Node.failed_at.is_not(None),
+        Replica.warm,
+        Node.replica_id,
+    )
     .join(Replica, Node.replica_id == Replica.id)
     .join(Model, Replica.model_id == Model.id)
     .join(Pool, Node.pool_id == Pool.id)
@@ -162,11 +197,18 @@ _LIVE_REPLICA_NODES = (
     .where(Replica.state.notin_([NodeState.TERMINATED.value, NodeState.FAILED.value]))
     .order_by(Replica.id, Node.id)
 )
-_REPLICA_NODE_IDS = select(Node.replica_id, Node.id)
-_READY_REPORTS = select(NodePhaseReport.node_id, NodePhaseReport.at).where(
-    NodePhaseReport.phase == NodePhase.READY.value
+# Every node of a replica with a live node (a gang's leader is ranked among all of them).
+_MEMBERS = select(Node.replica_id, Node.id).where(
+    Node.replica_id.in_(select(Node.replica_id).where(Node.state.in_(NON_TERMINAL)))
 )
-_SPECS = select(Model.id, Model.spec)
+_STARTING = (NodeState.PROVISIONING.value, NodeState.RUNNING.value)
+# The ready reports of the nodes starting now, with when each (re)started.
+_READY_REPORTS = (
+    select(NodePhaseReport.node_id, NodePhaseReport.at, Node.resuming_at)
+    .join(Node, Node.id == NodePhaseReport.node_id)
+    .where(NodePhaseReport.phase == NodePhase.READY.value, Node.state.in_(_STARTING))
+)
+_MODEL_VERSIONS = select(Model.id, Model.version)
 # Where a pass probes engines: starting (is it ready yet?), ready (is it still?), draining
 # (how many requests does it still hold?).
 _PROBED = (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, NodeState.DRAINING)
@@ -247,52 +289,49 @@ def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
     with ctx.store.session() as s:
         accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
         rows = s.execute(_LIVE_NODES).all()
-        replicas = {n.replica_id for n, *_ in rows}
         members: dict[str, list[str]] = {}
-        for rid, nid in s.execute(_REPLICA_NODE_IDS.where(Node.replica_id.in_(replicas))):
+        for rid, nid in s.execute(_MEMBERS):
             members.setdefault(rid, []).append(nid)
-        starting = {n.id: epoch(n.resuming_at) for n, *_ in rows if n.state in _STARTING}
         # (A resumed node's ready report of its first boot says nothing of this one.)
         reported = {
             nid
-            for nid, at in s.execute(_READY_REPORTS.where(NodePhaseReport.node_id.in_(starting)))
-            if (starting[nid] or 0.0) <= (epoch(at) or 0.0)
+            for nid, at, resumed in s.execute(_READY_REPORTS)
+            if (epoch(resumed) or 0.0) <= (epoch(at) or 0.0)
         }
-        out = []
-        for n, model, model_id, pool, warm in rows:
-            since = getattr(n, f"{n.state}_at", None) or n.pending_at
-            out.append(
-                NodeSnapshot(
-                    id=n.id,
-                    version=n.version,
-                    state=NodeState(n.state),
-                    customer=n.customer,
-                    account=n.account,
-                    cloud=n.cloud,
-                    region=n.region,
-                    zone=n.zone,
-                    instance_type=n.instance_type,
-                    instance_id=n.instance_id,
-                    attempts=n.attempts,
-                    last_attempt_at=epoch(n.last_attempt_at),
-                    state_since=epoch(since) or 0.0,
-                    pool_id=n.pool_id,
-                    model=model,
-                    reservation=pool.reservation,
-                    model_id=model_id,
-                    leader=leader_of(members.get(n.replica_id, [n.id])),
-                    private_ip=n.private_ip,
-                    probe_failures=n.probe_failures,
-                    reported_ready=n.id in reported,
-                    served=n.ready_at is not None,
-                    failed=n.failed_at is not None,
-                    warm=bool(warm),
-                )
-            )
-        return out, accounts
+    leaders = {rid: leader_of(ids) for rid, ids in members.items()}
+    return [_snapshot(row, leaders, reported) for row in rows], accounts
 
 
-_STARTING = (NodeState.PROVISIONING.value, NodeState.RUNNING.value)
+def _snapshot(row: Sequence[Any], leaders: Mapping[str, str], reported: set[str]) -> NodeSnapshot:
+    (nid, version, state, customer, account, cloud, region, zone, instance_type) = row[:9]
+    (instance_id, attempts, last_attempt_at, since, pool_id, model, reservation) = row[9:16]
+    (model_id, private_ip, probe_failures, served, failed, warm, replica_id) = row[16:]
+    return NodeSnapshot(
+        nid,
+        version,
+        NodeState(state),
+        customer,
+        account,
+        cloud,
+        region,
+        zone,
+        instance_type,
+        instance_id,
+        attempts,
+        epoch(last_attempt_at),
+        epoch(since) or 0.0,
+        pool_id,
+        model,
+        reservation,
+        model_id=model_id,
+        leader=leaders.get(replica_id, nid),
+        private_ip=private_ip,
+        probe_failures=probe_failures,
+        reported_ready=nid in reported,
+        served=bool(served),
+        failed=bool(failed),
+        warm=bool(warm),
+    )
 
 
 def _specs(ctx: LoopContext, nodes: Sequence[NodeSnapshot]) -> dict[int, ModelSpec]:
@@ -302,8 +341,8 @@ def _specs(ctx: LoopContext, nodes: Sequence[NodeSnapshot]) -> dict[int, ModelSp
     if not ids:
         return {}
     with ctx.store.session() as s:
-        rows = s.execute(_SPECS.where(Model.id.in_(ids))).all()
-    return {mid: ctx.specs.spec(mid, raw) for mid, raw in rows}
+        versions = {mid: version for mid, version in s.execute(_MODEL_VERSIONS) if mid in ids}
+        return read_specs(s, ctx.specs, versions)
 
 
 # Where one listing is made: (cloud, account, region, the customer it is filtered to; ""

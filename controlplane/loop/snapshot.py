@@ -3,6 +3,7 @@ model's spec parsed once (and again only when it changes, not every tick)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -135,6 +136,12 @@ class SnapshotReader:
         self._states: dict[int, tuple[dict[str, Any], dict[str, Any], float]] = {}
         self._overflow: dict[str, tuple[str, Overflow]] = {}
         self._learned: tuple[int | None, Learned] = (None, Learned())
+        # (mark, the oldest instant a kept launch counts from, the times by model)
+        self._observed: tuple[tuple[Any, ...] | None, float | None, dict[int, Any]] = (
+            None,
+            None,
+            {},
+        )
         self._baked: tuple[tuple[int, int] | None, frozenset[tuple[str, str, str, str]]] = (
             None,
             frozenset(),
@@ -168,24 +175,36 @@ class SnapshotReader:
         """Models (the deleted ones too: their replicas still leave), their non-terminal
         replicas and observed cold starts; with ``placement``, also every customer's
         active pools with their availability, live nodes per pool and overflow rules."""
-        rows = s.scalars(_MODELS).all()
+        rows = s.execute(_MODELS).all()
+        specs = read_specs(s, self._specs, {row[0]: row[3] for row in rows})
         models = [
             ModelFacts(
-                id=m.id,
-                customer=m.customer,
-                name=m.name,
-                spec=self.spec(m.id, m.spec, m.version),
-                desired=m.desired_replicas,
-                reason=m.desired_reason,
-                pinned=m.pinned_replicas,
-                paused=m.paused,
-                deleted=m.deleted_at is not None,
-                autoscaler_state=dict(self._state(m.id, m.autoscaler_state or {}, now)),
-                version=m.version,
+                id=mid,
+                customer=customer,
+                name=name,
+                spec=specs[mid],
+                desired=desired,
+                reason=reason,
+                pinned=pinned,
+                paused=paused,
+                deleted=bool(deleted),
+                autoscaler_state=dict(self._state(mid, state or {}, now)),
+                version=version,
             )
-            for m in rows
+            for (
+                mid,
+                customer,
+                name,
+                version,
+                desired,
+                reason,
+                pinned,
+                paused,
+                deleted,
+                state,
+            ) in rows
         ]
-        snap = Snapshot(now, models, _replicas(s), _observed_ready_s(s, now))
+        snap = Snapshot(now, models, _replicas(s), self._observed_from(s, now))
         if placement:
             snap.learned = self._learned_from(s, now, {m.id: m.spec for m in models})
             snap.pools = _pools(s, now)
@@ -193,6 +212,19 @@ class SnapshotReader:
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
             snap.baked = self._baked_from(s)
         return snap
+
+    def _observed_from(self, s: Session, now: float) -> dict[int, list[tuple[str, float]]]:
+        """The observed times-to-ready (``_observed_ready_s``), read again only when a
+        replica has become ready or a node failed since (one aggregate query a tick
+        otherwise), or when the oldest launch they hold has aged out of the window."""
+        since = datetime.fromtimestamp(now, UTC) - OBSERVED_FOR
+        ready, ready_count, failed = s.execute(_OBSERVED_MARK, {"since": since}).one()
+        mark = (ready, int(ready_count), failed)
+        kept_mark, oldest, observed = self._observed
+        if mark != kept_mark or (oldest is not None and oldest < since.timestamp()):
+            observed, oldest = _observed_ready_s(s, now)
+            self._observed = (mark, oldest, observed)
+        return observed
 
     def _baked_from(self, s: Session) -> frozenset[tuple[str, str, str, str]]:
         """The keys with a ready baked image, read again only when a build row was added
@@ -299,7 +331,26 @@ _OBSERVED = (
     # (times_to_ready orders by when each was ready or failed; this breaks its ties)
     .order_by(Replica.created_at, Replica.id)
 )
-_MODELS = select(Model)
+_MODELS = select(
+    Model.id,
+    Model.customer,
+    Model.name,
+    Model.version,
+    Model.desired_replicas,
+    Model.desired_reason,
+    Model.pinned_replicas,
+    Model.paused,
+    Model.deleted_at.is_not(None),
+    Model.autoscaler_state,
+)
+_SPECS = select(Model.id, Model.version, Model.spec)
+# What changes the observed times-to-ready: a replica ready, a node failed (the window
+# aging is checked against the oldest launch kept).
+_OBSERVED_MARK = select(
+    select(func.max(Replica.ready_at)).scalar_subquery(),
+    select(func.count(Replica.id)).where(Replica.ready_at >= _SINCE).scalar_subquery(),
+    select(func.max(Node.failed_at)).scalar_subquery(),
+)
 _NEWEST_REPORT = select(func.max(NodePhaseReport.id))
 _IMAGES_MARK = select(func.count(MachineImage.id), func.coalesce(func.sum(MachineImage.version), 0))
 _READY_IMAGES = (
@@ -385,16 +436,42 @@ def _boots(s: Session, now: float, specs: dict[int, ModelSpec]) -> list[Boot]:
     return boots
 
 
-def _observed_ready_s(s: Session, now: float) -> dict[int, list[tuple[str, float]]]:
+def read_specs(s: Session, cache: SpecCache, versions: dict[int, int]) -> dict[int, ModelSpec]:
+    """The parsed specs of the models at the row versions given: the stored specs are read
+    (and parsed) only of those the cache does not hold at that version."""
+    out: dict[int, ModelSpec] = {}
+    for mid, version in versions.items():
+        known = cache.known(mid, version)
+        if known is not None:
+            out[mid] = known
+    stale = [mid for mid in versions if mid not in out]
+    if not stale:
+        return out
+    q = _SPECS if len(stale) * 2 > len(versions) else _SPECS.where(Model.id.in_(stale))
+    for mid, version, raw in s.execute(q):
+        if mid in versions and mid not in out:
+            out[mid] = cache.spec(mid, raw, version)
+    return out
+
+
+def _observed_ready_s(
+    s: Session, now: float
+) -> tuple[dict[int, list[tuple[str, float]]], float | None]:
     """Per model, the (pool, seconds from launch to capacity) of its launches in the last
     ``OBSERVED_FOR``, oldest first: what the next replica's cold start is expected from
     (``coldstart.expected_ready_from``). A launch that failed before it was ready counts
-    until its replacement was (``coldstart.observed``)."""
+    until its replacement was (``coldstart.observed``). With the instant the oldest launch
+    read counts from (when it was ready, else failed): the set read changes when that ages
+    out of the window."""
     since = datetime.fromtimestamp(now, UTC) - OBSERVED_FOR
     rows = s.execute(_OBSERVED, {"since": since})
     launches = []
+    oldest = math.inf
     for model_id, pool_id, created, ready, failed in rows:
         start = epoch(created)
         if start is not None:
-            launches.append(Launch(model_id, pool_id, start, epoch(ready), epoch(failed)))
-    return times_to_ready(launches)
+            launch = Launch(model_id, pool_id, start, epoch(ready), epoch(failed))
+            launches.append(launch)
+            end = launch.ready if launch.ready is not None else launch.failed
+            oldest = min(oldest, end if end is not None else math.inf)
+    return times_to_ready(launches), (oldest if oldest < math.inf else None)
