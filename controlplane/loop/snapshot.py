@@ -136,6 +136,10 @@ class SnapshotReader:
         self._states: dict[int, tuple[dict[str, Any], dict[str, Any], float]] = {}
         self._overflow: dict[str, tuple[str, Overflow]] = {}
         self._learned: tuple[int | None, Learned] = (None, Learned())
+        self._replicas: tuple[tuple[int, ...] | None, dict[int, list[ReplicaFacts]]] = (
+            None,
+            {},
+        )
         # (mark, the oldest instant a kept launch counts from, the times by model)
         self._observed: tuple[tuple[Any, ...] | None, float | None, dict[int, Any]] = (
             None,
@@ -146,6 +150,10 @@ class SnapshotReader:
             None,
             frozenset(),
         )
+
+    @property
+    def specs(self) -> SpecCache:
+        return self._specs
 
     def spec(self, model_id: int, raw: dict[str, Any], version: int | None = None) -> ModelSpec:
         return self._specs.spec(model_id, raw, version)
@@ -204,7 +212,7 @@ class SnapshotReader:
                 state,
             ) in rows
         ]
-        snap = Snapshot(now, models, _replicas(s), self._observed_from(s, now))
+        snap = Snapshot(now, models, self._replicas_from(s), self._observed_from(s, now))
         if placement:
             snap.learned = self._learned_from(s, now, {m.id: m.spec for m in models})
             snap.pools = _pools(s, now)
@@ -212,6 +220,17 @@ class SnapshotReader:
             snap.overflow = {c.name: self._overflow_of(s, c) for c in s.scalars(select(Customer))}
             snap.baked = self._baked_from(s)
         return snap
+
+    def _replicas_from(self, s: Session) -> dict[int, list[ReplicaFacts]]:
+        """The non-terminal replicas (``_replicas``), read again only when a replica or a
+        node row was added or changed since (one aggregate query a tick otherwise). Rows
+        are never deleted and every ORM write bumps a row's version, so (rows, sum of
+        versions) of each table grows with every change. Shared by the snapshots until
+        then: read only."""
+        mark = tuple(int(v) for v in s.execute(_REPLICAS_MARK).one())
+        if mark != self._replicas[0]:
+            self._replicas = (mark, _replicas(s))
+        return self._replicas[1]
 
     def _observed_from(self, s: Session, now: float) -> dict[int, list[tuple[str, float]]]:
         """The observed times-to-ready (``_observed_ready_s``), read again only when a
@@ -344,6 +363,12 @@ _MODELS = select(
     Model.autoscaler_state,
 )
 _SPECS = select(Model.id, Model.version, Model.spec)
+_REPLICAS_MARK = select(
+    select(func.count(Replica.id)).scalar_subquery(),
+    select(func.coalesce(func.sum(Replica.version), 0)).scalar_subquery(),
+    select(func.count(Node.id)).scalar_subquery(),
+    select(func.coalesce(func.sum(Node.version), 0)).scalar_subquery(),
+)
 # What changes the observed times-to-ready: a replica ready, a node failed (the window
 # aging is checked against the oldest launch kept).
 _OBSERVED_MARK = select(

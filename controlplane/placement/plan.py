@@ -403,6 +403,24 @@ class CustomerPlan:
     plans: dict[str, Plan]  # by model name, in the order they were planned
 
 
+def _pool_as_now(
+    p: PoolView, in_use: int, cold_start_s: float, seen: dict[tuple[str, int, float], PoolView]
+) -> PoolView:
+    key = (p.id, in_use, cold_start_s)
+    view = seen.get(key)
+    if view is None:
+        view = seen[key] = replace(
+            p,
+            nodes_in_use=in_use,
+            # (a hint counts nodes still to add: what earlier models took is gone)
+            capacity_hint=None
+            if p.capacity_hint is None
+            else max(0, p.capacity_hint - (in_use - p.nodes_in_use)),
+            cold_start_s=cold_start_s,
+        )
+    return view
+
+
 def plan(inp: CustomerInput) -> CustomerPlan:
     """Every model of one customer, highest priority first (then by name): each model's
     launches count against the pools' nodes and the overflow budget before the next model is
@@ -417,17 +435,12 @@ def plan(inp: CustomerInput) -> CustomerPlan:
     shared_usd = inp.shared_usd_per_hour_in_use
     pools = {p.id: p for p in inp.pools}
     plans: dict[str, Plan] = {}
+    # A pool as one model sees it, by (pool, its nodes in use, the model's cold start
+    # there): models alike share it instead of each building its own.
+    seen: dict[tuple[str, int, float], PoolView] = {}
     for demand in order:
         views = tuple(
-            replace(
-                p,
-                nodes_in_use=in_use[p.id],
-                # (a hint counts nodes still to add: what earlier models took is gone)
-                capacity_hint=None
-                if p.capacity_hint is None
-                else max(0, p.capacity_hint - (in_use[p.id] - p.nodes_in_use)),
-                cold_start_s=demand.cold_start_s.get(p.id, p.cold_start_s),
-            )
+            _pool_as_now(p, in_use[p.id], demand.cold_start_s.get(p.id, p.cold_start_s), seen)
             for p in inp.pools
         )
         result = place(

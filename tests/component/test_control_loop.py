@@ -622,7 +622,10 @@ def test_a_stored_spec_past_todays_bounds_is_read_within_them(loop, world, store
     with store.session() as s:
         row = s.scalars(select(Model).where(Model.name == "chat-8b")).one()
         spec = dict(row.spec, min_replicas=2**32 - 1, max_replicas=2**32 - 1)
-        s.execute(update(Model).where(Model.id == row.id).values(spec=spec))
+        # (a write, as every write of a row does, moves its version on: the loop reads a
+        # stored spec again only when the version says it changed)
+        bumped = {"spec": spec, "version": Model.version + 1}
+        s.execute(update(Model).where(Model.id == row.id).values(bumped))
     load.load[("demo", "llama-70b")] = 60.0
     run(ctl, clock, 20)  # raises if a job's tick fails
     with store.session() as s:

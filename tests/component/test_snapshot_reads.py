@@ -88,3 +88,43 @@ def test_a_stored_spec_is_read_only_when_its_row_changes(store: Store) -> None:
         assert chat.spec.max_replicas == want
     finally:
         event.remove(store.engine, "before_cursor_execute", seen)
+
+
+def test_replicas_are_read_again_after_any_replica_or_node_write(store: Store) -> None:
+    loop, clock = _loop(store, {("demo", "llama-70b"): 40.0, ("demo", "chat-8b"): 5.0})
+    for _ in range(30):
+        _tick(loop, clock)
+    reader = SnapshotReader()
+    reads: list[str] = []
+
+    def seen(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("SELECT replicas.id, replicas.model_id"):
+            reads.append(statement)
+
+    def replicas(now: float) -> dict[str, tuple[str, tuple[tuple[str, str], ...]]]:
+        with store.session() as s:
+            snap = reader.read(s, now)
+        with store.session() as s:  # what a reader with nothing kept sees
+            fresh = SnapshotReader().read(s, now)
+        assert snap.replicas == fresh.replicas
+        return {r.id: (r.state, r.nodes) for rs in snap.replicas.values() for r in rs}
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        before = replicas(clock.t)
+        kept = len(reads)
+        assert replicas(clock.t + 1) == before and len(reads) == kept + 1  # (the fresh one)
+        with store.session() as s:  # a node's state moves
+            node = s.scalars(select(Node).where(Node.state == "ready")).first()
+            assert node is not None
+            node.state = "draining"
+            moved = (node.replica_id, node.id)
+        after = replicas(clock.t + 2)
+        assert dict(after[moved[0]][1])[moved[1]] == "draining"
+        with store.session() as s:  # a replica's
+            r = s.get(Replica, moved[0])
+            assert r is not None
+            r.state = "draining"
+        assert replicas(clock.t + 3)[moved[0]][0] == "draining"
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
