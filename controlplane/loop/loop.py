@@ -16,8 +16,8 @@ from controlplane.loop.gc import collect_garbage, collect_orphan_images, release
 from controlplane.loop.images import Baker
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
-from controlplane.loop.reconcile import reconcile
-from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader
+from controlplane.loop.reconcile import Reconciler
+from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader, fleet_mark
 from controlplane.loop.staging import Stager
 from controlplane.store.models import Node
 
@@ -31,6 +31,8 @@ class ControlLoop:
         self._placer = Placer()
         self._stager = Stager()
         self._baker = Baker()
+        self._reconciler = Reconciler()
+        self._gauged: tuple[int, ...] | None = None
         self._last_gc: float | None = None
 
     def collect_metrics(self) -> None:
@@ -44,7 +46,7 @@ class ControlLoop:
 
     def reconcile(self) -> None:
         """Every node's lifecycle step, then gc when it is due, then the node gauges."""
-        reconcile(self.ctx)
+        self._reconciler.run(self.ctx)
         now = self.ctx.now()
         if self._last_gc is None or now - self._last_gc >= self.ctx.tuning.gc_every_s:
             self._last_gc = now
@@ -70,8 +72,14 @@ class ControlLoop:
         return refresh_offerings(self.ctx)
 
     def _node_gauges(self) -> None:
+        """Live nodes by pool and state, counted again only when a node or replica
+        changed since (``fleet_mark``)."""
         with self.ctx.store.session() as s:
+            mark = fleet_mark(s)
+            if mark == self._gauged:
+                return
             counts = Counter(s.execute(_NODE_STATES))
+        self._gauged = mark
         self.ctx.telemetry.nodes.clear()
         for (pool, state), c in counts.items():
             self.ctx.telemetry.nodes.labels(pool, state).set(c)

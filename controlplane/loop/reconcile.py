@@ -50,7 +50,12 @@ from controlplane.lifecycle.node import (
 )
 from controlplane.loop.context import LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
-from controlplane.loop.snapshot import NON_TERMINAL, read_specs, unavailable_entries
+from controlplane.loop.snapshot import (
+    NON_TERMINAL,
+    fleet_mark,
+    read_specs,
+    unavailable_entries,
+)
 from controlplane.loop.staging import READY, staged_copy
 from controlplane.node_boot import StagedCopy, node_boot, weight_sources
 from controlplane.node_tokens import TOKEN_TTL_S, digest
@@ -202,6 +207,8 @@ _MEMBERS = select(Node.replica_id, Node.id).where(
     Node.replica_id.in_(select(Node.replica_id).where(Node.state.in_(NON_TERMINAL)))
 )
 _STARTING = (NodeState.PROVISIONING.value, NodeState.RUNNING.value)
+_NEWEST_REPORT = select(func.max(NodePhaseReport.id))
+_RESERVATIONS = select(Pool.id, Pool.reservation).order_by(Pool.id)
 # The ready reports of the nodes starting now, with when each (re)started.
 _READY_REPORTS = (
     select(NodePhaseReport.node_id, NodePhaseReport.at, Node.resuming_at)
@@ -219,25 +226,56 @@ _WARM = (NodeState.STOPPING, NodeState.STOPPED, NodeState.RESUMING)
 Accounts = dict[tuple[str, str], Account]
 
 
-def reconcile(ctx: LoopContext) -> None:
-    """Observe every node (from its (account, region)'s listing), probe the engines on
-    those running in one batch (``controlplane.probes``), then step each."""
-    nodes, accounts = _load(ctx)
-    specs = _specs(ctx, nodes)
-    listings = _list_sites(ctx, nodes, accounts)
-    seen: dict[str, Seen] = {}
-    for snap in nodes:
-        with _guarded(ctx, snap):
-            look = _observe(ctx, snap, accounts, listings)
-            if look is not None:  # (None: its listing failed; the node waits a pass)
-                seen[snap.id] = look
-    probes = _probe(ctx, nodes, seen, specs)
-    for snap in nodes:
-        if snap.id in seen:
-            _still_acting(ctx)
+class Reconciler:
+    """The job, with what it keeps between passes: the live nodes as read, read again only
+    when a node, replica or ready report was added or changed since (``fleet_mark``) or a
+    pool's reservation changed; and the mark at which the replicas were last settled."""
+
+    def __init__(self) -> None:
+        self._nodes: tuple[tuple[object, ...] | None, list[NodeSnapshot]] = (None, [])
+        self._settled: tuple[int, ...] | None = None
+
+    def run(self, ctx: LoopContext) -> None:
+        """Observe every node (from its (account, region)'s listing), probe the engines on
+        those running in one batch (``controlplane.probes``), then step each."""
+        nodes, accounts = self._load(ctx)
+        specs = _specs(ctx, nodes)
+        listings = _list_sites(ctx, nodes, accounts)
+        seen: dict[str, Seen] = {}
+        for snap in nodes:
             with _guarded(ctx, snap):
-                _step(ctx, snap, seen[snap.id], probes, specs.get(snap.model_id), accounts)
-    settle_replicas(ctx)
+                look = _observe(ctx, snap, accounts, listings)
+                if look is not None:  # (None: its listing failed; the node waits a pass)
+                    seen[snap.id] = look
+        probes = _probe(ctx, nodes, seen, specs)
+        for snap in nodes:
+            if snap.id in seen:
+                _still_acting(ctx)
+                with _guarded(ctx, snap):
+                    _step(ctx, snap, seen[snap.id], probes, specs.get(snap.model_id), accounts)
+        self._settle(ctx)
+
+    def _load(self, ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
+        with ctx.store.session() as s:
+            accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
+            mark = (fleet_mark(s), s.scalar(_NEWEST_REPORT), tuple(s.execute(_RESERVATIONS)))
+            if mark != self._nodes[0]:
+                self._nodes = (mark, _load(s))
+        return self._nodes[1], accounts
+
+    def _settle(self, ctx: LoopContext) -> None:
+        """``settle_replicas``, unless no replica or node changed since it last ran (its
+        own writes change the mark: the pass after them settles once more)."""
+        with ctx.store.session() as s:
+            mark = fleet_mark(s)
+        if mark != self._settled:
+            settle_replicas(ctx)
+            self._settled = mark
+
+
+def reconcile(ctx: LoopContext) -> None:
+    """One pass with nothing kept from an earlier one."""
+    Reconciler().run(ctx)
 
 
 def _still_acting(ctx: LoopContext) -> None:
@@ -285,21 +323,19 @@ def _rate_limited(ctx: LoopContext, n: NodeSnapshot, err: RateLimited) -> None:
             row.attempts = n.attempts
 
 
-def _load(ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
-    with ctx.store.session() as s:
-        accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
-        rows = s.execute(_LIVE_NODES).all()
-        members: dict[str, list[str]] = {}
-        for rid, nid in s.execute(_MEMBERS):
-            members.setdefault(rid, []).append(nid)
-        # (A resumed node's ready report of its first boot says nothing of this one.)
-        reported = {
-            nid
-            for nid, at, resumed in s.execute(_READY_REPORTS)
-            if (epoch(resumed) or 0.0) <= (epoch(at) or 0.0)
-        }
+def _load(s: Session) -> list[NodeSnapshot]:
+    rows = s.execute(_LIVE_NODES).all()
+    members: dict[str, list[str]] = {}
+    for rid, nid in s.execute(_MEMBERS):
+        members.setdefault(rid, []).append(nid)
+    # (A resumed node's ready report of its first boot says nothing of this one.)
+    reported = {
+        nid
+        for nid, at, resumed in s.execute(_READY_REPORTS)
+        if (epoch(resumed) or 0.0) <= (epoch(at) or 0.0)
+    }
     leaders = {rid: leader_of(ids) for rid, ids in members.items()}
-    return [_snapshot(row, leaders, reported) for row in rows], accounts
+    return [_snapshot(row, leaders, reported) for row in rows]
 
 
 def _snapshot(row: Sequence[Any], leaders: Mapping[str, str], reported: set[str]) -> NodeSnapshot:

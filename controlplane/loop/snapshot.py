@@ -223,11 +223,9 @@ class SnapshotReader:
 
     def _replicas_from(self, s: Session) -> dict[int, list[ReplicaFacts]]:
         """The non-terminal replicas (``_replicas``), read again only when a replica or a
-        node row was added or changed since (one aggregate query a tick otherwise). Rows
-        are never deleted and every ORM write bumps a row's version, so (rows, sum of
-        versions) of each table grows with every change. Shared by the snapshots until
-        then: read only."""
-        mark = tuple(int(v) for v in s.execute(_REPLICAS_MARK).one())
+        node row was added or changed since (``fleet_mark``). Shared by the snapshots
+        until then: read only."""
+        mark = fleet_mark(s)
         if mark != self._replicas[0]:
             self._replicas = (mark, _replicas(s))
         return self._replicas[1]
@@ -363,7 +361,7 @@ _MODELS = select(
     Model.autoscaler_state,
 )
 _SPECS = select(Model.id, Model.version, Model.spec)
-_REPLICAS_MARK = select(
+_FLEET_MARK = select(
     select(func.count(Replica.id)).scalar_subquery(),
     select(func.coalesce(func.sum(Replica.version), 0)).scalar_subquery(),
     select(func.count(Node.id)).scalar_subquery(),
@@ -459,6 +457,15 @@ def _boots(s: Session, now: float, specs: dict[int, ModelSpec]) -> list[Boot]:
         weights_gb = spec.weights.size_gb if spec is not None and spec.weights else 0.0
         boots.append(Boot(pool_id, model_id, weights_gb, instants))
     return boots
+
+
+def fleet_mark(s: Session) -> tuple[int, ...]:
+    """A mark of the replica and node tables that moves with every change to them: rows
+    are never deleted and every ORM write bumps a row's version, so each table's (rows,
+    sum of versions) grows with every insert and every update. Equal marks: nothing
+    changed in between (one aggregate query, where a read of the rows costs seconds at
+    fleet scale). Its cost grows with the tables' history, not with a tick's work."""
+    return tuple(int(v) for v in s.execute(_FLEET_MARK).one())
 
 
 def read_specs(s: Session, cache: SpecCache, versions: dict[int, int]) -> dict[int, ModelSpec]:
