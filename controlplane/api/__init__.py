@@ -238,6 +238,7 @@ class ControlPlaneService:
     usage = _Part("_usage", Usage.get)
     # One page of a list (AIP-158 keyset pages: what the List RPCs serve).
     models_page = _Part("_reads", Reads.models_page)
+    model_items_page = _Part("_reads", Reads.model_items_page)  # (ListModels' own)
     nodes_page = _Part("_reads", Reads.nodes_page)
     pools_page = _Part("_reads", Reads.pools_page)
     endpoints_page = _Part("_endpoints", Endpoints.page)

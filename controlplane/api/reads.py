@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select, tuple_
+from sqlalchemy import Select, and_, bindparam, func, select, tuple_
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -73,7 +73,9 @@ def _models_statement(by_customer: bool, include_deleted: bool, after: bool) -> 
     """A models page's one statement (built once per shape; the values are parameters):
     the page's columns, keyset-ordered by (customer, name), each row joined to its live
     replicas' count per state (one row per state; one with state NULL for a model without
-    replicas). The page is a CTE read twice, not an IN list expanded per call."""
+    replicas). Each page row joins its replicas by the model_id index: a nested loop
+    over the page whatever the planner thinks of the tables' sizes (PostgreSQL, on
+    estimates of one row, rescanned an aggregate of the page's replicas once per row)."""
     q = select(*_MODEL_COLUMNS)
     if by_customer:
         q = q.where(ModelRow.customer == bindparam("customer"))
@@ -84,26 +86,33 @@ def _models_statement(by_customer: bool, include_deleted: bool, after: bool) -> 
             tuple_(ModelRow.customer, ModelRow.name)
             > tuple_(bindparam("after_customer"), bindparam("after_name"))
         )
-    page = q.order_by(ModelRow.customer, ModelRow.name).limit(bindparam("limit")).cte("page")
-    counts = (
-        select(Replica.model_id, Replica.state, func.count().label("n"))
-        .where(Replica.model_id.in_(select(page.c.id)))
+    page = q.order_by(ModelRow.customer, ModelRow.name).limit(bindparam("limit")).subquery("page")
+    live = and_(
+        Replica.model_id == page.c.id,
         # (inequalities, not NOT IN: an IN list is expanded again on every execution)
-        .where(*(Replica.state != st.value for st in TERMINAL_NODE_STATES))
-        .group_by(Replica.model_id, Replica.state)
-        .subquery("counts")
+        *(Replica.state != st.value for st in TERMINAL_NODE_STATES),
     )
     return (
-        select(page, counts.c.state, counts.c.n)
-        .join(counts, counts.c.model_id == page.c.id, isouter=True)
-        .order_by(page.c.customer, page.c.name)
+        select(page, Replica.state, func.count(Replica.id))
+        .select_from(page.outerjoin(Replica, live))
+        .group_by(*page.c, Replica.state)
+        # (a model's states in order: the same counts read twice make the same item)
+        .order_by(page.c.customer, page.c.name, Replica.state)
     )
 
 
-def _record(r: tuple[Any, ...], versioned: tuple[Any, ...]) -> ModelRecord:
-    mid, version, customer, name, source, desired, reason, pinned, paused = r
+# One model of a page as read: its rows of the page's statement (its columns, then one
+# (state, count) per state its live replicas are in, ordered by state) and its versioned
+# fields (spec, timestamps). Equal items make equal views: the gRPC server keys each
+# model's message by its item (plain tuples: a page builds a hundred of them per call).
+ModelItem = tuple[tuple[tuple[Any, ...], ...], tuple[Any, ...]]
+
+
+def model_item_view(item: ModelItem) -> ModelView:
+    rows, versioned = item
+    mid, version, customer, name, source, desired, reason, pinned, paused = rows[0][:-2]
     spec, created_at, updated_at, deleted_at = versioned
-    return ModelRecord(
+    record = ModelRecord(
         mid,
         version,
         customer,
@@ -118,6 +127,7 @@ def _record(r: tuple[Any, ...], versioned: tuple[Any, ...]) -> ModelRecord:
         deleted_at,
         spec,
     )
+    return ModelView(record, {r[-2]: r[-1] for r in rows if r[-2] is not None})
 
 
 class Reads:
@@ -155,9 +165,23 @@ class Reads:
         page_size: int = 0,
         page_token: str = "",
     ) -> Page[ModelView]:
-        """One page of :meth:`list_models`, keyed by (customer, name): the page's columns
-        and its replica counts in one statement, each spec read and parsed once per row
-        version (the decider's state, a row's largest column, is never read)."""
+        """One page of :meth:`list_models`, keyed by (customer, name)."""
+        page = self.model_items_page(
+            customer, include_deleted=include_deleted, page_size=page_size, page_token=page_token
+        )
+        return Page([model_item_view(i) for i in page.items], page.next_page_token)
+
+    def model_items_page(
+        self,
+        customer: str | None = None,
+        *,
+        include_deleted: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> Page[ModelItem]:
+        """:meth:`models_page` as read (:data:`ModelItem`, :func:`model_item_view`): the
+        page's columns and its replica counts in one statement, each spec read and parsed
+        once per row version (the decider's state, a row's largest column, is never read)."""
         req = page_request(
             page_size,
             page_token,
@@ -169,23 +193,19 @@ class Reads:
             if not (len(req.after) == 2 and all(isinstance(v, str) for v in req.after)):
                 raise InvalidArgumentError("page_token", "not a page token of this list")
             params["after_customer"], params["after_name"] = req.after
-        rows: list[tuple[Any, ...]] = []
-        counts: dict[int, dict[str, int]] = {}
+        groups: list[list[tuple[Any, ...]]] = []
         # A connection, not an ORM session: plain tuples, and no flush or fence to check.
         with self._store.engine.connect() as conn:
             last: int | None = None
             for r in conn.execute(stmt, params).all():
                 if r[0] != last:
                     last = r[0]
-                    rows.append(tuple(r[:-2]))
-                if r[-2] is not None:
-                    counts.setdefault(r[0], {})[r[-2]] = r[-1]
-            page = take(rows, req, lambda r: (r[2], r[3]))
-            versioned = self._rows.get(conn, [(r[0], r[1]) for r in page.items])
-        return Page(
-            [ModelView(_record(r, versioned[r[0]]), counts.get(r[0], {})) for r in page.items],
-            page.next_page_token,
-        )
+                    groups.append([tuple(r)])
+                else:  # (the model's replicas in another state)
+                    groups[-1].append(tuple(r))
+            page = take(groups, req, lambda g: (g[0][2], g[0][3]))
+            versioned = self._rows.get(conn, [(g[0][0], g[0][1]) for g in page.items])
+        return Page([(tuple(g), versioned[g[0][0]]) for g in page.items], page.next_page_token)
 
     def list_nodes(
         self,

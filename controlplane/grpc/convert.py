@@ -27,6 +27,7 @@ from controlplane.api import (
     is_replayable,
 )
 from controlplane.api.images import ImageView
+from controlplane.api.reads import ModelItem, model_item_view
 from controlplane.api.staging import CopyView, SiteView, StagingView
 from controlplane.api.usage import UsageView
 from controlplane.api.views import ExplainView, PoolEstimateView
@@ -303,41 +304,38 @@ def model(view: ModelView) -> pb.Model:
 
 class ModelMessages:
     """Each model's message, kept serialized as a ``ListModelsResponse.models`` entry and
-    built again only when its row or its replica counts changed (a row's version moves
-    with every ORM write; the fields a bulk UPDATE may set without it are part of the key
-    too). A ListModels page is then one parse of the page's entries joined, not a
-    conversion of each spec. Bounded: the oldest half is dropped when full."""
+    built again only when its page item changed: the item is everything the message is
+    made of (every column the page read, its replica counts, its versioned fields), so a
+    cached entry is used only for the very item this call read. A ListModels page is then
+    one parse of the page's entries joined, with no view built or spec converted for a
+    model that did not change. Bounded: the oldest half is dropped when full."""
 
     def __init__(self, most: int = 50_000) -> None:
         self._most = most
-        self._cache: dict[int, tuple[tuple[Any, ...], bytes]] = {}
+        self._cache: dict[int, tuple[ModelItem, bytes]] = {}
 
-    def response(self, views: Sequence[ModelView], next_page_token: str) -> pb.ListModelsResponse:
-        out = pb.ListModelsResponse.FromString(b"".join(self.entry(v) for v in views))
+    def response(self, items: Sequence[ModelItem], next_page_token: str) -> pb.ListModelsResponse:
+        cache = self._cache
+        entries = []
+        for item in items:
+            mid = item[0][0][0]
+            hit = cache.get(mid)
+            # (an item's versioned fields are the row cache's own tuple while the version
+            # stays: comparing them is an identity check, not a walk of the spec)
+            if hit is None or hit[0] != item:
+                hit = (item, self._entry(item))
+                if len(cache) >= self._most:
+                    for old in list(cache)[: self._most // 2]:
+                        cache.pop(old, None)
+                cache[mid] = hit
+            entries.append(hit[1])
+        out = pb.ListModelsResponse.FromString(b"".join(entries))
         out.next_page_token = next_page_token
         return out
 
-    def entry(self, view: ModelView) -> bytes:
-        row = view.row
-        key = (
-            row.version,
-            row.desired_replicas,
-            row.desired_reason,
-            row.pinned_replicas,
-            row.paused,
-            row.updated_at,
-            row.deleted_at,
-            tuple(sorted(view.replicas_by_state.items())),
-        )
-        hit = self._cache.get(row.id)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        if len(self._cache) >= self._most:
-            for mid in list(self._cache)[: self._most // 2]:
-                self._cache.pop(mid, None)
-        entry = pb.ListModelsResponse(models=[model(view)]).SerializeToString()
-        self._cache[row.id] = (key, entry)
-        return entry
+    @staticmethod
+    def _entry(item: ModelItem) -> bytes:
+        return pb.ListModelsResponse(models=[model(model_item_view(item))]).SerializeToString()
 
 
 # --------------------------------------------------------------------------- fleet, status

@@ -278,7 +278,7 @@ class ControlPlaneServicer(pb_grpc.ControlPlaneServicer):
     def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.ServicerContext
     ) -> pb.ListModelsResponse:
-        page = self.svc.models_page(
+        page = self.svc.model_items_page(
             request.customer or None,
             include_deleted=request.include_deleted,
             page_size=request.page_size,

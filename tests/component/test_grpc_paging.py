@@ -16,11 +16,12 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.message import Message
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from typer.testing import CliRunner
 
 from controlplane.api import ControlPlaneService, InvalidArgumentError
 from controlplane.cli.main import app
+from controlplane.grpc import convert
 from controlplane.grpc.client import ControlPlaneClient
 from controlplane.grpc.server import GrpcServer, serve
 from controlplane.store.db import Store
@@ -348,3 +349,68 @@ def test_a_page_token_cannot_move_between_lists(client: ControlPlaneClient) -> N
         client.stub.ListModels(pb.ListModelsRequest(page_size=2, page_token=token), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "page_token" in (err.value.details() or "")
+
+
+def test_list_models_shows_every_change_at_once(client: ControlPlaneClient, fleet: Fleet) -> None:
+    """The server keeps each model's message between calls (``convert.ModelMessages``); a
+    change the page's read can see is in the very next ListModels, the cached message never
+    served for it: the decider's Core UPDATE of desired_* (the row's version stays), a
+    replica changing state, added or gone (terminated), an API write (the version moves). Every
+    model of each page equals its message converted afresh from GetModel's view."""
+    svc = ControlPlaneService(fleet.store)
+
+    def listed() -> dict[str, pb.Model]:
+        resp = client.stub.ListModels(pb.ListModelsRequest(page_size=1000), timeout=10)
+        return {m.name: m for m in resp.models}
+
+    def version(name: str) -> int:
+        with fleet.store.session() as s:
+            return s.scalars(select(Model.version).where(Model.name == name)).one()
+
+    def write(stmt: Any) -> None:
+        with fleet.store.session() as s:
+            s.execute(stmt)
+
+    first = listed()  # (every model's message cached)
+    assert first["m0001"].desired_replicas == 1
+    assert first["m0001"].ready_replicas == 2
+    v1 = version("m0001")
+    write(
+        update(Model)
+        .where(Model.name == "m0001")
+        .values(desired_replicas=4, desired_reason="burst")
+        .execution_options(synchronize_session=False)
+    )
+    assert version("m0001") == v1  # (as the decide job writes: no version bump)
+    got = listed()
+    assert (got["m0001"].desired_replicas, got["m0001"].reason) == (4, "burst")
+
+    write(update(Replica).where(Replica.id == "r0002").values(state="draining"))
+    got = listed()["m0002"]
+    assert (got.ready_replicas, got.draining_replicas) == (1, 1)
+    assert dict(got.replicas_by_state) == {"ready": 1, "draining": 1}
+
+    with fleet.store.session() as s:
+        mid = s.scalars(select(Model.id).where(Model.name == "m0003")).one()
+    write(
+        insert(Replica).values(
+            id="r-new",
+            model_id=mid,
+            pool_id=fleet.pool_ids[0],
+            gpu_shape="1xH100",
+            state="pending",
+            created_at=NOW,
+            version=1,
+        )
+    )
+    assert listed()["m0003"].provisioning_replicas == 1
+    write(update(Replica).where(Replica.id.in_(["r0004", "r0004w"])).values(state="terminated"))
+    got = listed()["m0004"]
+    assert (got.ready_replicas, dict(got.replicas_by_state)) == (0, {})
+
+    svc.pause_model("demo", "m0005", True, "test")
+    svc.pin_model("demo", "m0006", 3, "test")
+    got = listed()
+    assert got["m0005"].paused and got["m0006"].pinned_replicas == 3
+    for name, message in got.items():
+        assert message == convert.model(svc.get_model("demo", name)), name
