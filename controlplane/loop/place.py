@@ -53,7 +53,7 @@ class Placer:
                 if inp is None:
                     continue
                 result = plan(inp)
-                models = {m.name: m for m in snap.models if m.customer == customer}
+                models = {m.name: m for m in snap.models_of(customer)}
                 pools = {p.id: p for p in snap.pools.get(customer, [])}
                 demands = {d.model.name: d for d in inp.models}
                 for name, model_plan in result.plans.items():
@@ -264,9 +264,7 @@ def customer_input(
     by_id = {p.id: p for p in pools}
     demands: list[ModelDemand] = []
     shared_replicas, shared_usd = 0, 0.0
-    for m in snap.models:
-        if m.customer != customer:
-            continue
+    for m in snap.models_of(customer):
         live = snap.live(m.id)
         for r in live:
             pool = by_id.get(r.pool_id)

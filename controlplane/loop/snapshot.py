@@ -106,6 +106,16 @@ class Snapshot:
     learned: Learned = field(default_factory=Learned)  # boot reports' phases (with placement)
     # (customer, account, region, runtime image) with a ready baked image (with placement)
     baked: frozenset[tuple[str, str, str, str]] = frozenset()
+    _by_customer: dict[str, list[ModelFacts]] | None = field(default=None, repr=False)
+
+    def models_of(self, customer: str) -> list[ModelFacts]:
+        """The customer's models, in the snapshot's order (grouped once: a job that goes
+        customer by customer would otherwise scan every model for each)."""
+        if self._by_customer is None:
+            self._by_customer = defaultdict(list)
+            for m in self.models:
+                self._by_customer[m.customer].append(m)
+        return self._by_customer.get(customer, [])
 
     def live(self, model_id: int) -> list[ReplicaFacts]:
         return [r for r in self.replicas.get(model_id, []) if r.live]
