@@ -23,12 +23,13 @@ from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from autoscaler import codec
-from autoscaler.types import AutoscalerInput
+from autoscaler.types import AutoscalerInput, ReplicaCounts, ScalingSpec
 from controlplane.decider_code import decider_code
 from controlplane.lifecycle.warm import covers
 from controlplane.loop.coldstart import expected_s, warm_s
 from controlplane.loop.context import LoopContext, Tuning
-from controlplane.loop.snapshot import ModelFacts, Snapshot, SnapshotReader
+from controlplane.loop.memo import TickMemo
+from controlplane.loop.snapshot import ModelFacts, ReplicaFacts, Snapshot, SnapshotReader
 from controlplane.loop.views import replica_counts, scaling_spec
 from controlplane.loop.warm import parked, warm_of
 from controlplane.scaling import Overrides, Step, changed, scale
@@ -37,8 +38,10 @@ from controlplane.store.models import DecisionRecord, Model
 log = structlog.get_logger("gpucap.loop")
 
 
-def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
+def decide(ctx: LoopContext, reader: SnapshotReader, memo: TickMemo | None = None) -> None:
     now, now_dt = ctx.now(), ctx.now_dt()
+    memo = memo or TickMemo()
+    memo.new_tick()
     held: list[tuple[int, dict[str, Any], bool]] = []  # (model, newest state, written)
     with ctx.store.session() as s:
         snap = reader.read(s, now)
@@ -50,11 +53,9 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
                 model=m.name,
                 now=now,
                 metrics=ctx.window.window((m.customer, m.name), now),
-                replicas=replica_counts(
-                    [r for r in snap.replicas.get(m.id, []) if not r.warm], m.spec
-                ),
-                spec=scaling_spec(m.spec, ctx.tuning),
-                cold_start_s=expected_s(ctx, m.spec, snap.observed.get(m.id, [])),
+                replicas=_counts(memo, m, snap.replicas.get(m.id, _NONE)),
+                spec=_scaling(ctx, memo, m),
+                cold_start_s=_cold_start_s(ctx, memo, m, snap.observed.get(m.id, _NONE)),
             )
             inp, step = _step(ctx, snap, m, inp)
             due = _state_due(m.id, reader.state_stored_at(m.id), now, ctx.tuning)
@@ -72,6 +73,26 @@ def decide(ctx: LoopContext, reader: SnapshotReader) -> None:
     # (after the commit: a tick that failed to commit leaves memory as the store is)
     for model_id, state, stored in held:
         reader.hold_state(model_id, state, now if stored else None)
+
+
+_NONE: list[Any] = []  # (one object: a model with nothing is the same input every tick)
+
+
+def _counts(memo: TickMemo, m: ModelFacts, replicas: list[ReplicaFacts]) -> ReplicaCounts:
+    def count() -> ReplicaCounts:
+        return replica_counts([r for r in replicas if not r.warm], m.spec)
+
+    return memo.get(("counts", m.id), (replicas, m.spec), count)
+
+
+def _scaling(ctx: LoopContext, memo: TickMemo, m: ModelFacts) -> ScalingSpec:
+    return memo.get(("spec", m.id), (m.spec,), lambda: scaling_spec(m.spec, ctx.tuning))
+
+
+def _cold_start_s(
+    ctx: LoopContext, memo: TickMemo, m: ModelFacts, observed: list[tuple[str, float]]
+) -> float:
+    return memo.get(("cold", m.id), (m.spec, observed), lambda: expected_s(ctx, m.spec, observed))
 
 
 def _state_due(model_id: int, stored_at: float | None, now: float, tuning: Tuning) -> bool:

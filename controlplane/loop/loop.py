@@ -14,6 +14,7 @@ from controlplane.loop.context import LoopContext
 from controlplane.loop.decide import decide
 from controlplane.loop.gc import collect_garbage, collect_orphan_images, release_placement_groups
 from controlplane.loop.images import Baker
+from controlplane.loop.memo import TickMemo
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
 from controlplane.loop.reconcile import Reconciler
@@ -33,13 +34,14 @@ class ControlLoop:
         self._baker = Baker()
         self._reconciler = Reconciler()
         self._gauged: tuple[int, ...] | None = None
+        self._decided = TickMemo()
         self._last_gc: float | None = None
 
     def collect_metrics(self) -> None:
         collect(self.ctx, self.reader)
 
     def decide(self) -> None:
-        decide(self.ctx, self.reader)
+        decide(self.ctx, self.reader, self._decided)
 
     def place(self) -> None:
         self._placer.run(self.ctx, self.reader)
