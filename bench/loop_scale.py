@@ -445,6 +445,52 @@ def job_calls(loop: ControlLoop) -> dict[str, Callable[[], object]]:
     }
 
 
+# The pure decisions of the jobs (no I/O: their CPU is what any implementation of this loop
+# spends while it decides every model each tick and steps every node each pass): module
+# and name, as each job calls them.
+DECISIONS = (
+    ("controlplane.loop.decide", "scale"),  # the autoscaler's step, per model
+    ("controlplane.loop.place", "plan"),  # placement, per customer
+    ("controlplane.loop.reconcile", "step_pending"),  # the node lifecycle, per node
+    ("controlplane.loop.reconcile", "step_live"),
+    ("controlplane.loop.reconcile", "step_warm"),
+    ("controlplane.loop.reconcile", "step_leaving"),
+)
+
+
+class DecisionTimer:
+    """CPU seconds inside the pure decision functions (``DECISIONS``), each call timed by
+    ``time.process_time`` (the timer's own cost, about a microsecond a call, is in it)."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> DecisionTimer:
+        import importlib
+
+        for module_name, name in DECISIONS:
+            module = importlib.import_module(module_name)
+            inner = getattr(module, name)
+            self._saved.append((module, name, inner))
+            setattr(module, name, self._timed(inner))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for module, name, inner in self._saved:
+            setattr(module, name, inner)
+
+    def _timed(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return inner(*args, **kw)
+            finally:
+                self.s += time.process_time() - t0
+
+        return timed
+
+
 class GcTimer:
     """CPU seconds of the process spent in Python's garbage collector (``gc.callbacks``)."""
 
@@ -506,7 +552,8 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
         statements.n = 0
         pg0 = pg.cpu_s()
         w0, c0 = time.perf_counter(), time.process_time()
-        jobs[name]()
+        with DecisionTimer() as decisions:
+            jobs[name]()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
         pg1 = pg.cpu_s()
         interval = float(getattr(tuning, interval_field))
@@ -520,6 +567,9 @@ def measure(world: World, pg: PgBackends) -> dict[str, Any]:
             # of cpu_s, in Python's garbage collector (whose full collections look through
             # the simulated cloud's objects too: ``heap`` in the run)
             "gc_cpu_s": round(gc_timer.s, 4),
+            # of cpu_s, inside the pure decisions (``DECISIONS``)
+            "decisions_cpu_s": round(decisions.s, 4),
+            "decisions_cpu_s_per_s": round(decisions.s / interval, 5),
             "server_cpu_s": None if server is None else round(server, 4),
             "wall_s": round(wall, 4),
             "statements": statements.n,
@@ -569,6 +619,7 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
             admin.dispose()
     total_cpu_per_s = sum(j["cpu_s_per_s"] for j in jobs.values())
+    decisions_per_s = sum(j["decisions_cpu_s_per_s"] for j in jobs.values())
     daemon_cpu_per_s = sum(j["daemon_cpu_s_per_s"] for j in jobs.values())
     for name, j in jobs.items():
         print(
@@ -592,6 +643,7 @@ def run_one(store_kind: str, size_name: str, pg_url: str) -> dict[str, Any]:
         "jobs": jobs,
         "cpu_s_per_s": round(total_cpu_per_s, 4),
         "daemon_cpu_s_per_s": round(daemon_cpu_per_s, 4),
+        "decisions_cpu_s_per_s": round(decisions_per_s, 4),
     }
 
 
@@ -707,9 +759,9 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
         "",
         "| store | models | nodes | (account, region) sites | nodes per site | job | CPU-s "
         "per tick | of which in the simulated cloud | of which in the garbage collector | "
-        "server CPU-s | SQL statements | cloud calls | CPU-s per s | the daemon's own CPU-s "
-        "per s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "of which in the pure decisions | server CPU-s | SQL statements | cloud calls | "
+        "CPU-s per s | the daemon's own CPU-s per s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         for job, j in r["jobs"].items():
@@ -717,12 +769,13 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
                 f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
                 f"{r['nodes_per_site']:.0f} | {job} | {_f(j['cpu_s'])} | "
                 f"{_f(j.get('sim_cpu_s'))} | {_f(j.get('gc_cpu_s'))} | "
+                f"{_f(j.get('decisions_cpu_s'))} | "
                 f"{_f(j['server_cpu_s'])} | {j['statements']:,} | {j['cloud_calls']:,} | "
                 f"{_f(j['cpu_s_per_s'], 4)} | {_f(j.get('daemon_cpu_s_per_s'), 4)} |"
             )
         lines.append(
             f"| {r['store']} | {r['models']:,} | {r['nodes']:,} | {r['sites']} | "
-            f"{r['nodes_per_site']:.0f} | **all** | | | | | | | **{_f(r['cpu_s_per_s'], 4)}** | "
+            f"{r['nodes_per_site']:.0f} | **all** | | | | | | | | **{_f(r['cpu_s_per_s'], 4)}** | "
             f"**{_f(r.get('daemon_cpu_s_per_s'), 4)}** |"
         )
     heaps = [r for r in runs if r.get("heap_objects")]
@@ -786,6 +839,14 @@ def render(saved: dict[str, Any], list_models: dict[str, Any] | None = None) -> 
             )
             + f" (target <= {TARGET_CPU_PER_S}) {'✔' if ok else '✘'}"
         )
+        if big.get("decisions_cpu_s_per_s") is not None:
+            lines.append(
+                f"  - of it, the pure decisions alone (the autoscaler's step for every "
+                f"model, placement for every customer, the lifecycle step for every node: "
+                f"`DECISIONS` in the bench) {big['decisions_cpu_s_per_s']:.3f} CPU-s per "
+                "second: the floor of a loop that decides every model each tick and steps "
+                "every node each pass, whatever its reads and writes cost"
+            )
     else:
         lines.append("- the 10,000-model PostgreSQL run is not in this result")
     if dense:

@@ -131,7 +131,7 @@ def collect_garbage(ctx: LoopContext) -> int:
                 continue
             with ctx.store.session() as s:
                 ids = [c.intent_id for c in found]
-                known = {n.id: n.state for n in s.scalars(select(Node).where(Node.id.in_(ids)))}
+                known = dict(s.execute(select(Node.id, Node.state).where(Node.id.in_(ids))).all())
                 for bid, needed in builder_ids(s, ids).items():  # image builders
                     known[bid] = (NodeState.RUNNING if needed else NodeState.TERMINATED).value
             lost = orphans(found, known)
