@@ -72,7 +72,9 @@ class ModelFacts:
     pinned: int | None
     paused: bool
     deleted: bool
-    autoscaler_state: dict[str, Any]  # the newest: held in memory, else the stored one
+    # the newest: held in memory, else the stored one (in a placement snapshot, a model
+    # without a warm pool's is not read: empty)
+    autoscaler_state: dict[str, Any]
     version: int = 0  # the row's, as read (the decide job's writes are guarded by it)
 
 
@@ -195,6 +197,14 @@ class SnapshotReader:
         active pools with their availability, live nodes per pool and overflow rules."""
         rows = s.execute(_MODELS).all()
         specs = read_specs(s, self._specs, {row[0]: row[3] for row in rows})
+        # The decider's states (a model row's largest column): every model's for the
+        # decide job; for placement only those of models with a warm pool (which sizes
+        # by the decider's forecast, ``loop/warm.py``).
+        wanted = None if not placement else [mid for mid in specs if specs[mid].warm_pool]
+        states: dict[int, dict[str, Any]] = {}
+        if wanted is None or wanted:
+            q = _STATES if wanted is None else _STATES.where(Model.id.in_(wanted))
+            states = {mid: state or {} for mid, state in s.execute(q)}
         models = [
             ModelFacts(
                 id=mid,
@@ -206,21 +216,10 @@ class SnapshotReader:
                 pinned=pinned,
                 paused=paused,
                 deleted=bool(deleted),
-                autoscaler_state=dict(self._state(mid, state or {}, now)),
+                autoscaler_state=dict(self._state(mid, states[mid], now)) if mid in states else {},
                 version=version,
             )
-            for (
-                mid,
-                customer,
-                name,
-                version,
-                desired,
-                reason,
-                pinned,
-                paused,
-                deleted,
-                state,
-            ) in rows
+            for mid, customer, name, version, desired, reason, pinned, paused, deleted in rows
         ]
         snap = Snapshot(now, models, self._replicas_from(s), self._observed_from(s, now))
         if placement:
@@ -368,8 +367,8 @@ _MODELS = select(
     Model.pinned_replicas,
     Model.paused,
     Model.deleted_at.is_not(None),
-    Model.autoscaler_state,
 )
+_STATES = select(Model.id, Model.autoscaler_state)
 _SPECS = select(Model.id, Model.version, Model.spec)
 _FLEET_MARK = select(
     select(func.count(Replica.id)).scalar_subquery(),
