@@ -515,6 +515,25 @@ def _redact(url: str) -> str:
 
 
 # ---------------------------------------------------------------------- wiring builders
+def tuning_of(config: DaemonConfig) -> Tuning:
+    """The loop's tuning: its defaults, with the config's intervals and lifecycle."""
+    i, life = config.intervals, config.lifecycle
+    return Tuning(
+        collect_s=i.collect_s,
+        decide_s=i.decide_s,
+        place_s=i.place_s,
+        reconcile_s=i.reconcile_s,
+        offerings_every_s=i.offerings_s,
+        capacity_block_s=life.capacity_block_s,
+        quota_block_s=life.quota_block_s,
+        auth_block_s=life.auth_block_s,
+        invalid_block_s=life.invalid_block_s,
+        backoff_base_s=life.backoff_base_s,
+        backoff_max_s=life.backoff_max_s,
+        provision_timeout_s=life.provision_timeout_s,
+    )
+
+
 def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     from controlplane.probes import HttpProber
     from controlplane.resolvers import CloudResolver, SimHealth, SimResolver
@@ -522,14 +541,7 @@ def cloud_wiring(config: DaemonConfig, config_dir: Path) -> Wiring:
     from providers.sim import SimCloud
     from providers.sim.cloud import open_shared
 
-    i = config.intervals
-    tuning = Tuning(
-        collect_s=i.collect_s,
-        decide_s=i.decide_s,
-        place_s=i.place_s,
-        reconcile_s=i.reconcile_s,
-        offerings_every_s=i.offerings_s,
-    )
+    tuning = tuning_of(config)
     providers: ProviderResolver
     health: HealthProbe
     ids: ExternalIdGenerator | None = None

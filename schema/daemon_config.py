@@ -141,6 +141,28 @@ class MetricsConfig(_Strict):
         return self
 
 
+class LifecycleConfig(_Strict):
+    """How long the loop remembers a refusal and waits on a node. A refused create blocks
+    its offering for the block of its kind (Karpenter's unavailable-offerings cache keeps a
+    stockout for minutes); a create retried after a throttle or 5xx backs off from
+    ``backoff_base_s`` doubling to ``backoff_max_s``; a node not running after
+    ``provision_timeout_s`` is replaced (an 8xH100 create can queue for many minutes)."""
+
+    capacity_block_s: Annotated[float, Field(ge=0, le=86400)] = 180.0
+    quota_block_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
+    auth_block_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
+    invalid_block_s: Annotated[float, Field(ge=0, le=86400)] = 3600.0
+    backoff_base_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    backoff_max_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    provision_timeout_s: Annotated[float, Field(ge=60, le=86400)] = 3600.0
+
+    @model_validator(mode="after")
+    def _backoff_grows(self) -> LifecycleConfig:
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError("backoff_max_s: below backoff_base_s")
+        return self
+
+
 class LeadershipConfig(_Strict):
     """Several daemons on one PostgreSQL database: the one holding the lease acts, the
     others serve reads and take over within 2 x ``ttl_s`` of its last renewal (renewed
@@ -175,6 +197,7 @@ class DaemonConfig(_Strict):
     # reach it (its HTTP port is metrics_addr). None: no reports; the daemon polls health.
     node_report_url: str | None = Field(default=None, pattern="^https?://")
     intervals: Intervals = Intervals()
+    lifecycle: LifecycleConfig = LifecycleConfig()
     # Point a cloud's SDK at an emulator (moto, the GCP/OCI fakes) instead of the real API.
     endpoints: dict[Cloud, str] = {}
     # "cloud": real providers; "sim": the simulated cloud (staging without credentials).
