@@ -28,14 +28,13 @@ ended, and the audit clean with nothing settling and every listed instance track
 ``--converge-s``; its time counts from the moment the faults were cleared. Calls per minute
 are the cloud's own create counter (the state file's), over the run, by minute.
 
-``--cloud emulators``: the same against moto (server mode, behind its fault proxy) and the
-GCP wire fake, in a process of their own that outlives every daemon, the daemons in real
-provider mode (``bench/chaos_emulators.py``: its faults, and why nodes there stay
+``--cloud emulators``: the same against moto (server mode, behind its fault proxy), the
+GCP and the OCI wire fakes, in a process of their own that outlives every daemon, the
+daemons in real provider mode (``bench/chaos_emulators.py``: its faults, and why nodes there stay
 ``running``). Convergence there: every model's live replicas equal its pin, every node
 ``running`` or ended, nothing pending, and the audit clean with every instance the clouds
 list tracked (no engine runs on an emulated instance, so no node is ever ``ready``; the
-provision timeout, an hour, is far past any run, so none is replaced for it). Each seed
-faults one emulator, the next seed the other.
+provision timeout, an hour, is far past any run, so none is replaced for it).
 
     .venv/bin/python bench/chaos.py --daemons 1 --kills 60 --seed 1
     .venv/bin/python bench/chaos.py --daemons 3 --kills 60 --seed 3 --out bench/chaos_results.json
@@ -88,13 +87,16 @@ GPUCAP = [sys.executable, "-m", "controlplane.cli.main"]
 PG_URL = os.environ.get("GPUCAP_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 CUSTOMER = "chaos"
 # Accounts as the simulated cloud knows them (a customer's own: "<customer>/<name>").
-AWS, GCP = f"{CUSTOMER}/aws-1", f"{CUSTOMER}/gcp-1"
-ACCOUNT_OF = {Cloud.AWS: "aws-1", Cloud.GCP: "gcp-1"}  # the policy's names (the store's)
+AWS, GCP, OCI = f"{CUSTOMER}/aws-1", f"{CUSTOMER}/gcp-1", f"{CUSTOMER}/oci-1"
+SIM_ACCOUNT = {Cloud.AWS: AWS, Cloud.GCP: GCP, Cloud.OCI: OCI}
+ACCOUNT_OF = {Cloud.AWS: "aws-1", Cloud.GCP: "gcp-1", Cloud.OCI: "oci-1"}  # the store's names
+REGION_OF = {Cloud.AWS: "us-east-1", Cloud.GCP: "us-central1", Cloud.OCI: "us-ashburn-1"}
+CLOUDS = (Cloud.AWS, Cloud.GCP, Cloud.OCI)
 # Faults whose refusal blocks a pool or an account in the daemon for minutes.
 BLOCKING = frozenset({"capacity", "quota", "gang_partial", "stockout_region", "zero_quota"})
 # The first 8xH100 type of each cloud (schema/catalog.py): a stockout of it sends the model
 # to the next pool (another type, or the other cloud).
-H100_8 = {Cloud.AWS: "p5.48xlarge", Cloud.GCP: "a3-highgpu-8g"}
+H100_8 = {Cloud.AWS: "p5.48xlarge", Cloud.GCP: "a3-highgpu-8g", Cloud.OCI: "BM.GPU.H100.8"}
 # The models and how far each is pinned up and down.
 TARGETS = {"single": (0, 5), "gang": (0, 1)}
 POLICY = f"""\
@@ -113,6 +115,14 @@ accounts:
     credentials:
       project: chaos-inference
       service_account: gpucap@chaos-inference.iam.gserviceaccount.com
+  - name: oci-1
+    cloud: oci
+    owner: customer
+    regions: [us-ashburn-1]
+    credentials:
+      profile: CHAOS
+      tenancy: ocid1.tenancy.oc1..aaaachaos
+      compartment_id: ocid1.compartment.oc1..aaaachaos
 models:
   - name: single
     shapes:
@@ -121,7 +131,7 @@ models:
     min_replicas: 0
     max_replicas: 8
     latency_slo_ms: 500
-    clouds: [aws, gcp]
+    clouds: [aws, gcp, oci]
     priority: 100
   - name: gang
     shapes:
@@ -130,7 +140,7 @@ models:
     min_replicas: 0
     max_replicas: 2
     latency_slo_ms: 2000
-    clouds: [aws, gcp]
+    clouds: [aws, gcp, oci]
     priority: 50
 """
 # How long a create's answer takes in a window step (a latency fault): the kill lands in it.
@@ -326,14 +336,12 @@ class World:
 
     def window(self, seconds: float) -> None:
         """The next creates of both accounts answer ``seconds`` after they commit."""
-        for account, cloud in ((AWS, Cloud.AWS), (GCP, Cloud.GCP)):
-            self.cloud.inject(cloud, account, "latency", 2, delay_s=seconds)
+        for cloud in CLOUDS:
+            self.cloud.inject(cloud, SIM_ACCOUNT[cloud], "latency", 2, delay_s=seconds)
 
     def inject(self, kind: str, cloud: Cloud, rng: random.Random) -> str:
         """Inject ``kind`` (one of ``FAULTS``) at ``cloud``'s account; returns what was done."""
-        account = AWS if cloud == Cloud.AWS else GCP
-        region = "us-east-1" if cloud == Cloud.AWS else "us-central1"
-        h100 = H100_8[cloud]
+        account, region, h100 = SIM_ACCOUNT[cloud], REGION_OF[cloud], H100_8[cloud]
         match kind:
             case "latency":
                 self.cloud.inject(cloud, account, "latency", rng.randint(1, 3), delay_s=2.0)
@@ -364,10 +372,10 @@ class World:
     def heal(self) -> None:
         """The outage is over: no fault queued, stock and quota as at the start."""
         self.cloud.clear_faults()
-        for cloud, region in ((Cloud.AWS, "us-east-1"), (Cloud.GCP, "us-central1")):
+        for cloud in CLOUDS:
+            region = REGION_OF[cloud]
             self.cloud.set_capacity(cloud, region, H100_8[cloud], self.cloud.default_capacity)
-            account = AWS if cloud == Cloud.AWS else GCP
-            self.cloud.set_quota(account, region, H100_8[cloud], 1000)
+            self.cloud.set_quota(SIM_ACCOUNT[cloud], region, H100_8[cloud], 1000)
 
     def create_calls(self) -> int:
         return self.cloud.create_calls
@@ -426,9 +434,9 @@ class StoreView:
         return moving == 0 and all(counted.get(m, 0) == n for m, n in targets.items())
 
     def fault_target(self) -> tuple[Cloud | None, bool]:
-        """The cloud the daemon's next create likely goes to (the newest node's, else AWS,
-        the cheaper 8xH100), unless its account is blocked, then the other; and whether the
-        other account is open too. (None, False): both are blocked."""
+        """The cloud the daemon's next create likely goes to (the newest node's), unless its
+        account is blocked, then another's; and whether another account is open too.
+        (None, False): every account is blocked."""
         with self.engine.connect() as c:
             # An account is blocked when every pool of it is: stamped, or matched by an
             # unexpired unavailable offering; a zone blocked by a refused create counts
@@ -449,9 +457,9 @@ class StoreView:
             newest = c.execute(
                 text("SELECT cloud FROM nodes ORDER BY pending_at DESC NULLS LAST LIMIT 1")
             ).scalar_one_or_none()
-        order = [Cloud.GCP, Cloud.AWS] if newest == Cloud.GCP.value else [Cloud.AWS, Cloud.GCP]
+        order = sorted(CLOUDS, key=lambda k: k.value != newest)  # (the newest's first)
         open_ = [k for k in order if ACCOUNT_OF[k] not in blocked]
-        return (open_[0] if open_ else None), len(open_) == 2
+        return (open_[0] if open_ else None), len(open_) >= 2
 
     def up_nodes(self, ready: bool = True) -> int:
         """Nodes ready (``ready``), else nodes whose instance the cloud runs."""
@@ -585,7 +593,7 @@ def run(
                 # A fault goes where the next creates go (a fault at a cloud nothing is
                 # created on tests nothing); one that blocks never to the last open account:
                 # a refused create blocks its pool or account for minutes (Tuning's
-                # *_block_s), and the other account is the way to converge meanwhile.
+                # *_block_s), and another account is the way to converge meanwhile.
                 faulted, other_open = store.fault_target()
                 if faulted is not None and rng.random() < fault_p:
                     kind = rng.choice(world.fault_kinds)
@@ -789,12 +797,17 @@ def render(saved: dict[str, Any], section: bool = True) -> list[str]:
     emulated = any(r.get("cloud") == "emulators" for r in saved["runs"])
     lines = ["", "## Chaos: SIGKILLs, a paused leader and cloud faults", ""] if section else [""]
     if emulated:
+        oci = "oci" in saved.get("clouds", ())
         lines += [
-            "### Against emulators: moto (server mode) and the GCP fake",
+            "### Against emulators: moto (server mode), the GCP fake"
+            + (" and the OCI fake" if oci else ""),
             "",
             f"`.venv/bin/python bench/{saved['command']}`: the same, with the daemons in real "
-            "provider mode, boto3 and google-cloud-compute pointed at moto behind its fault "
-            "proxy and at the GCP wire fake, both in a process of their own that outlives "
+            "provider mode, boto3"
+            + (", google-cloud-compute and oci" if oci else " and google-cloud-compute")
+            + " pointed at moto behind its fault proxy and at the GCP"
+            + (" and OCI wire fakes, all" if oci else " wire fake, both")
+            + " in a process of their own that outlives "
             "every daemon; faults at the emulators (stockout, quota, throttling, 5xx, a lost "
             "answer, a held answer, a listener restart on the same port with the same state). "
             "No engine runs on an emulated instance: a converged run has every model's live "
@@ -813,7 +826,7 @@ def render(saved: dict[str, Any], section: bool = True) -> list[str]:
             "at the cloud; `gpucap audit --output json` after every 10 kills and at the end. "
             "A fault goes to the account the next creates go to; one that blocks a pool "
             "(capacity, quota, a gang's second create, a region without stock, zero quota) "
-            "only while the other account is open, and the daemon keeps a refused account "
+            "only while another account is open, and the daemon keeps a refused account "
             "blocked for minutes (a quota refusal 15), so a run's later faults are mostly "
             "of the other kinds. "
             f"Commit `{saved.get('commit', 'unknown')}`, {saved.get('run_at', '')}, "
@@ -924,6 +937,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
         "machine": machine(),
+        "clouds": [c.value for c in CLOUDS],
         "commit": _commit(),
         "run_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "summary": total,

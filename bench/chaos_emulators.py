@@ -1,8 +1,10 @@
 """The chaos harness's second cloud (``bench/chaos.py --cloud emulators``): moto in server
-mode behind the fault proxy (``tests/fakes/moto_server.py``) for AWS and the GCP wire fake
-(``tests/fakes/gcp_server.py``), run as a process of their own so that a SIGKILLed daemon
-never takes them (or their state) along. The daemons run in real provider mode, their
-config's ``endpoints`` pointing the real SDKs (boto3, google-cloud-compute) at them.
+mode behind the fault proxy (``tests/fakes/moto_server.py``) for AWS, the GCP wire fake
+(``tests/fakes/gcp_server.py``) and the OCI wire fake (``tests/fakes/oci_server.py``, its
+tenancy's API key made at start, its profile in an OCI config file beside the run's files),
+run as a process of their own so that a SIGKILLed daemon never takes them (or their state)
+along. The daemons run in real provider mode, their config's ``endpoints`` pointing the
+real SDKs (boto3, google-cloud-compute, oci) at them.
 
 :class:`Emulators` is the harness's side, with the interface of ``chaos.World``; ``python
 bench/chaos_emulators.py`` is the emulators' process (started by :class:`Emulators`), which
@@ -12,14 +14,16 @@ harness injects, heals and reads), until its stdin closes.
 Faults are the fakes' own injections, at the create of one cloud's account:
 
 - ``capacity``: EC2 500 ``InsufficientInstanceCapacity`` / GCE ``ZONE_RESOURCE_POOL_EXHAUSTED``
-  in the finished operation; ``quota``: EC2 ``VcpuLimitExceeded`` / GCE 403 quotaExceeded;
-  ``throttle``: EC2 503 ``RequestLimitExceeded`` / GCE 429; ``transient``: EC2 500
-  ``InternalError`` / GCE 503 backendError;
+  in the finished operation / OCI 500 "Out of host capacity."; ``quota``: EC2
+  ``VcpuLimitExceeded`` / GCE 403 quotaExceeded / OCI 400 ``LimitExceeded``; ``throttle``:
+  EC2 503 ``RequestLimitExceeded`` / GCE 429 / OCI 429; ``transient``: EC2 500
+  ``InternalError`` / GCE 503 backendError / OCI 503;
 - ``crash_after_create``: the create is done, then the connection is dropped (a lost answer);
 - ``latency``: the create is done and its answer held for seconds (EC2: after moto made the
   instance; GCE: on the operation's wait, the instance already inserted);
 - ``gang_partial`` (GCE: the second create of the next two refused; EC2: one capacity error);
-- ``zero_quota`` (GCE: the region's H100 GPU quota set to 0 until healed; EC2: quota errors);
+- ``zero_quota`` (GCE: the region's H100 GPU quota set to 0 until healed; OCI: the tenancy's
+  H100 limit in every AD set to 0; EC2: quota errors);
 - ``restart``: the emulator's HTTP listener stops for a few seconds and comes back on the same
   port with the same state; calls in between fail with connection errors.
 
@@ -29,8 +33,8 @@ the harness's convergence counts live nodes instead of ready ones. A node could 
 (as ``bootstrap/node.sh`` does), but a ready node is then probed at the address the cloud
 gave it (moto's and the fake's private IPs, which nothing serves here) and drained as
 unhealthy after its failure threshold: churn of the harness's making, not the daemon's.
-A booting node is replaced only after ``Tuning.provision_timeout_s`` (an hour; the daemon
-config has no key for it), far past any run.
+A booting node is replaced only after ``lifecycle.provision_timeout_s`` (an hour by
+default), far past any run.
 
 moto publishes no AWS Deep Learning Base AMI, which a real-mode AWS provider looks up by name
 for a node's base image: the emulators' process loads moto's AMIs plus one of that name
@@ -66,7 +70,12 @@ AWS_ACCOUNT_ID = "111122223333"
 GCP_PROJECT = "chaos-inference"
 GCP_SA = f"gpucap@{GCP_PROJECT}.iam.gserviceaccount.com"
 GCP_CONTROL_PLANE = "gpucap-control-plane@gpucap.iam.gserviceaccount.com"
-AWS_REGION, GCP_REGION = "us-east-1", "us-central1"
+AWS_REGION, GCP_REGION, OCI_REGION = "us-east-1", "us-central1", "us-ashburn-1"
+# The customer's OCI tenancy: registered in the OCI fake with an API key made at start, its
+# profile in an OCI config file the emulators' process writes beside the run's files.
+OCI_NAME = "chaos"  # the tenancy ocid1.tenancy.oc1..aaaachaos, profile CHAOS
+OCI_PASS_PHRASE = "chaos-pass-phrase-never-real"
+OCI_GPU_LIMIT = "gpu-h100-count"
 # The names under which real-mode providers find their base images.
 DLAMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20250101"
 DLAMI_ID = "ami-0c0ffee0c0ffee001"
@@ -82,6 +91,13 @@ GCE_FAULT = {
     "quota": "quota",
     "throttle": "too_many_requests",
     "transient": "server_error",
+}
+# The OCI fake's presets (500 "Out of host capacity", 400 LimitExceeded, 429, 503).
+OCI_FAULT = {
+    "capacity": "capacity",
+    "quota": "quota",
+    "throttle": "throttle",
+    "transient": "transient",
 }
 FAULTS = (
     "capacity",
@@ -121,7 +137,12 @@ class Emulators:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log.open("w"),
-            env={**os.environ, **AWS_ENV, "MOTO_AMIS_PATH": str(work / "amis.json")},
+            env={
+                **os.environ,
+                **AWS_ENV,
+                "MOTO_AMIS_PATH": str(work / "amis.json"),
+                "CHAOS_OCI_DIR": str(work),
+            },
             cwd=ROOT,
             text=True,
         )
@@ -130,19 +151,20 @@ class Emulators:
         if not line:
             raise RuntimeError(f"emulators did not start:\n{self.log.read_text()[-3000:]}")
         urls = json.loads(line)
-        self.endpoints: dict[str, str] = {"aws": urls["aws"], "gcp": urls["gcp"]}
+        self.endpoints: dict[str, str] = {k: urls[k] for k in ("aws", "gcp", "oci")}
+        self.oci_config: str = urls["oci_config"]
         self.control: str = urls["control"]
         self._pending: list[threading.Thread] = []
 
     def daemon_config(self) -> dict[str, Any]:
         """Real providers, their SDKs pointed at the emulators. No engine runs on an
         emulated instance, so nodes stay ``running`` (booting) and are replaced only after
-        the provision timeout (``Tuning.provision_timeout_s``, 3600 s, not in the config):
-        far past any run."""
+        the provision timeout (``lifecycle.provision_timeout_s``, 3600 s by default): far
+        past any run."""
         return {"provider_mode": "cloud", "endpoints": dict(self.endpoints)}
 
     def daemon_env(self) -> dict[str, str]:
-        return dict(AWS_ENV)
+        return {**AWS_ENV, "OCI_CONFIG_FILE": self.oci_config}
 
     def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body or {}).encode()
@@ -162,7 +184,7 @@ class Emulators:
 
     def window(self, seconds: float) -> None:
         """The next creates of both clouds answer ``seconds`` after the cloud made them."""
-        for cloud in (Cloud.AWS, Cloud.GCP):
+        for cloud in (Cloud.AWS, Cloud.GCP, Cloud.OCI):
             self._call(
                 "/inject", {"kind": "latency", "cloud": cloud.value, "count": 2, "seconds": seconds}
             )
@@ -216,7 +238,8 @@ class Served:
         from moto.server import ThreadedMotoServer
 
         from providers.gcp.session import EMULATOR_SOURCE_TOKEN
-        from tests.fakes import gcp_server, moto_server
+        from tests.contract import harness_oci
+        from tests.fakes import gcp_server, moto_server, oci_server
 
         self.ms = moto_server
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -233,9 +256,43 @@ class Served:
         self.gcp.register_token(EMULATOR_SOURCE_TOKEN, GCP_CONTROL_PLANE)
         self.gcp_port = self.gcp.server.server_address[1]  # type: ignore[union-attr]
         self.gcp_handler = self.gcp.server.RequestHandlerClass  # type: ignore[union-attr]
+        self.oci_fake = oci_server.FakeOci(regions=(OCI_REGION,))
+        self.oci_ident = harness_oci.new_identity(self.oci_fake, OCI_NAME, OCI_PASS_PHRASE)
+        self.oci_config = harness_oci.write_config(
+            Path(os.environ["CHAOS_OCI_DIR"]), [self.oci_ident], OCI_REGION
+        )
+        self.oci_latency: list[float] = []  # seconds, one per launch still to slow down
+        self.oci_port = 0
+        self._oci_serve()
         self.down: set[str] = set()
         self.gcp_made: set[str] = set()  # instance ids (the fake forgets deleted ones)
         threading.Thread(target=self._gce_progress, daemon=True).start()
+
+    def _oci_serve(self) -> None:
+        """The OCI fake on its port (a free one at first, the same after a restart), its
+        launches' answers held while a latency fault asks (the instance already made)."""
+        served, fake = self, self.oci_fake
+        from tests.fakes import oci_server
+
+        class Handler(oci_server._Handler):  # type: ignore[misc]
+            state = fake
+
+            def _write(self, status: int, payload: Any, headers: Any, method: str) -> None:
+                launch = method == "POST" and self.path.rstrip("/").endswith("/instances")
+                if launch and status == 200:
+                    with served.lock:
+                        delay = served.oci_latency.pop(0) if served.oci_latency else 0.0
+                    time.sleep(delay)
+                super()._write(status, payload, headers, method)
+
+        def bind() -> ThreadingHTTPServer:
+            server = ThreadingHTTPServer(("127.0.0.1", self.oci_port), Handler)
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+            return server
+
+        fake._server = self._rebind(bind)
+        self.oci_port = fake._server.server_address[1]
 
     def _gce_progress(self, after_s: float = 1.0) -> None:
         """GCE's operations end on their own; the fake's only when polled. An insert whose
@@ -281,10 +338,15 @@ class Served:
         return {
             "aws": f"http://127.0.0.1:{self.proxy.server_address[1]}",
             "gcp": self.gcp.endpoint,
+            "oci": self.oci_fake.endpoint_template,
+            "oci_config": str(self.oci_config),
             "control": f"http://127.0.0.1:{control}",
         }
 
     def inject(self, kind: str, cloud: str, count: int, seconds: float) -> None:
+        if cloud == "oci":
+            self._inject_oci(kind, count, seconds)
+            return
         aws = cloud == "aws"
         if kind in EC2_FAULT and aws:
             code, status = EC2_FAULT[kind]
@@ -318,6 +380,25 @@ class Served:
         else:
             raise ValueError(f"unknown fault {kind!r}")
 
+    def _inject_oci(self, kind: str, count: int, seconds: float) -> None:
+        fake, tenancy = self.oci_fake, self.oci_ident.tenancy
+        if kind in OCI_FAULT:
+            fake.inject(OCI_FAULT[kind], count=count)
+        elif kind == "crash_after_create":
+            fake.drop_next_response("LaunchInstance")
+        elif kind == "latency":
+            with self.lock:
+                self.oci_latency += [seconds] * count
+        elif kind == "gang_partial":  # (as EC2's: one launch of the gang refused)
+            fake.inject("capacity", count=1)
+        elif kind == "zero_quota":
+            for n in range(1, fake.ads_per_region + 1):
+                fake.set_limit(tenancy, OCI_REGION, f"AD-{n}", OCI_GPU_LIMIT, 0)
+        elif kind == "restart":
+            threading.Thread(target=self.restart, args=("oci", seconds), daemon=True).start()
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+
     def restart(self, cloud: str, seconds: float) -> None:
         """The listener of ``cloud``'s emulator down for ``seconds``, then back on its port
         with its state (moto's backends and the GCP fake live on in this process)."""
@@ -325,7 +406,14 @@ class Served:
             if cloud in self.down:
                 return
             self.down.add(cloud)
-        if cloud == "aws":
+        if cloud == "oci":
+            server = self.oci_fake._server
+            assert server is not None
+            server.shutdown()
+            server.server_close()
+            time.sleep(seconds)
+            self._oci_serve()
+        elif cloud == "aws":
             port = self.proxy.server_address[1]
             self.proxy.shutdown()
             self.proxy.server_close()
@@ -367,6 +455,13 @@ class Served:
             self.aws_latency.clear()
         self.gcp.reset_faults()
         self.gcp.set_quota(GCP_PROJECT, GCP_REGION, "NVIDIA_H100_GPUS", 1e6)
+        self.oci_fake.clear_faults()
+        with self.lock:
+            self.oci_latency.clear()
+        for n in range(1, self.oci_fake.ads_per_region + 1):
+            self.oci_fake.set_limit(
+                self.oci_ident.tenancy, OCI_REGION, f"AD-{n}", OCI_GPU_LIMIT, 4096
+            )
 
     def stats(self) -> dict[str, int]:
         with self.faults.lock:
@@ -381,7 +476,9 @@ class Served:
             made = len(self.gcp_made)
         with self.lock:
             made += len(self.aws_made)
-        return {"creates": aws + gcp, "instances": made}
+        oci = sum(1 for e in list(self.oci_fake.log) if e.operation == "LaunchInstance")
+        made += len(self.oci_fake.instances())
+        return {"creates": aws + gcp + oci, "instances": made}
 
     def created(self, intents: list[str]) -> list[float]:
         wanted = set(intents)
@@ -393,6 +490,10 @@ class Served:
                 tags = next((x["value"] for x in items if x["key"] == "gpucap-tags"), "{}")
                 if json.loads(tags).get("gpucap-intent") in wanted:
                     at.append(datetime.fromisoformat(inst["creationTimestamp"]).timestamp())
+        for inst in self.oci_fake.instances():
+            if (inst.get("freeformTags") or {}).get("gpucap-intent") in wanted:
+                made = inst["timeCreated"].replace("Z", "+00:00")
+                at.append(datetime.fromisoformat(made).timestamp())
         return at
 
 

@@ -48,8 +48,8 @@ EMULATOR_CONVERGE_S = 90.0
 def test_sigkills_and_faults_leave_nothing_leaked_duplicated_or_lost(
     tmp_path: Path, pg_available: bool, cloud: str, daemons: int, kills: int, seed: int
 ) -> None:
-    """``emulators``: the same against moto (server mode, behind its fault proxy) and the
-    GCP fake, the daemons in real provider mode (``bench/chaos_emulators.py``), a listener
+    """``emulators``: the same against moto (server mode, behind its fault proxy), the GCP
+    and the OCI fakes, the daemons in real provider mode (``bench/chaos_emulators.py``), a listener
     restart among the faults; nodes there never become ready (no engine runs), so
     convergence is every model's live replicas at its pin and every instance tracked."""
     chaos = _chaos()
