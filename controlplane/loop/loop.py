@@ -5,10 +5,6 @@ result; the job modules say how."""
 
 from __future__ import annotations
 
-from collections import Counter
-
-from sqlalchemy import select
-
 from controlplane.loop.collect import collect
 from controlplane.loop.context import LoopContext
 from controlplane.loop.decide import decide
@@ -18,11 +14,8 @@ from controlplane.loop.memo import TickMemo
 from controlplane.loop.offerings import refresh_offerings
 from controlplane.loop.place import Placer
 from controlplane.loop.reconcile import Reconciler
-from controlplane.loop.snapshot import NON_TERMINAL, SnapshotReader, fleet_mark
+from controlplane.loop.snapshot import SnapshotReader
 from controlplane.loop.staging import Stager
-from controlplane.store.models import Node
-
-_NODE_STATES = select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL))
 
 
 class ControlLoop:
@@ -33,7 +26,6 @@ class ControlLoop:
         self._stager = Stager()
         self._baker = Baker()
         self._reconciler = Reconciler()
-        self._gauged: tuple[int, ...] | None = None
         self._decided = TickMemo()
         self._last_gc: float | None = None
 
@@ -47,13 +39,12 @@ class ControlLoop:
         self._placer.run(self.ctx, self.reader)
 
     def reconcile(self) -> None:
-        """Every node's lifecycle step, then gc when it is due, then the node gauges."""
+        """Every node's lifecycle step (with the node gauges), then gc when it is due."""
         self._reconciler.run(self.ctx)
         now = self.ctx.now()
         if self._last_gc is None or now - self._last_gc >= self.ctx.tuning.gc_every_s:
             self._last_gc = now
             self.collect_garbage()
-        self._node_gauges()
 
     def collect_garbage(self) -> int:
         """Orphaned instances terminated (and orphaned images deleted, gangs' placement
@@ -72,16 +63,3 @@ class ControlLoop:
 
     def refresh_offerings(self) -> int:
         return refresh_offerings(self.ctx)
-
-    def _node_gauges(self) -> None:
-        """Live nodes by pool and state, counted again only when a node or replica
-        changed since (``fleet_mark``)."""
-        with self.ctx.store.session() as s:
-            mark = fleet_mark(s)
-            if mark == self._gauged:
-                return
-            counts = Counter(s.execute(_NODE_STATES))
-        self._gauged = mark
-        self.ctx.telemetry.nodes.clear()
-        for (pool, state), c in counts.items():
-            self.ctx.telemetry.nodes.labels(pool, state).set(c)

@@ -15,6 +15,7 @@ that (account, region)'s nodes as they are for the pass, its error counted."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -50,6 +51,7 @@ from controlplane.lifecycle.node import (
 from controlplane.loop.context import LoopContext, Tuning, epoch
 from controlplane.loop.images import image_for, runtime_image
 from controlplane.loop.snapshot import (
+    NEWEST_REPORT,
     NON_TERMINAL,
     fleet_mark,
     read_specs,
@@ -206,7 +208,6 @@ _MEMBERS = select(Node.replica_id, Node.id).where(
     Node.replica_id.in_(select(Node.replica_id).where(Node.state.in_(NON_TERMINAL)))
 )
 _STARTING = (NodeState.PROVISIONING.value, NodeState.RUNNING.value)
-_NEWEST_REPORT = select(func.max(NodePhaseReport.id))
 _RESERVATIONS = select(Pool.id, Pool.reservation).order_by(Pool.id)
 # The ready reports of the nodes starting now, with when each (re)started.
 _READY_REPORTS = (
@@ -215,6 +216,7 @@ _READY_REPORTS = (
     .where(NodePhaseReport.phase == NodePhase.READY.value, Node.state.in_(_STARTING))
 )
 _MODEL_VERSIONS = select(Model.id, Model.version)
+_NODE_STATES = select(Node.pool_id, Node.state).where(Node.state.in_(NON_TERMINAL))
 # Where a pass probes engines: starting (is it ready yet?), ready (is it still?), draining
 # (how many requests does it still hold?).
 _PROBED = (NodeState.PROVISIONING, NodeState.RUNNING, NodeState.READY, NodeState.DRAINING)
@@ -265,19 +267,30 @@ class Reconciler:
     def _load(self, ctx: LoopContext) -> tuple[list[NodeSnapshot], Accounts]:
         with ctx.store.session() as s:
             accounts = {(a.customer, a.name): a for a in s.scalars(_ACCOUNTS)}
-            mark = (fleet_mark(s), s.scalar(_NEWEST_REPORT), tuple(s.execute(_RESERVATIONS)))
+            mark = (fleet_mark(s), s.scalar(NEWEST_REPORT), tuple(s.execute(_RESERVATIONS)))
             if mark != self._nodes[0]:
                 self._nodes = (mark, _load(s))
         return self._nodes[1], accounts
 
     def _settle(self, ctx: LoopContext) -> None:
-        """``settle_replicas``, unless no replica or node changed since it last ran (its
-        own writes change the mark: the pass after them settles once more)."""
+        """``settle_replicas`` and the node gauges, unless no replica or node changed since
+        they last ran (settling's own writes change the mark: the pass after them settles
+        and counts once more)."""
         with ctx.store.session() as s:
             mark = fleet_mark(s)
         if mark != self._settled:
             settle_replicas(ctx)
+            node_gauges(ctx)
             self._settled = mark
+
+
+def node_gauges(ctx: LoopContext) -> None:
+    """Live nodes by pool and state."""
+    with ctx.store.session() as s:
+        counts = Counter(s.execute(_NODE_STATES))
+    ctx.telemetry.nodes.clear()
+    for (pool, state), c in counts.items():
+        ctx.telemetry.nodes.labels(pool, state).set(c)
 
 
 def reconcile(ctx: LoopContext) -> None:

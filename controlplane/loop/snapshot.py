@@ -167,9 +167,6 @@ class SnapshotReader:
     def specs(self) -> SpecCache:
         return self._specs
 
-    def spec(self, model_id: int, raw: dict[str, Any], version: int | None = None) -> ModelSpec:
-        return self._specs.spec(model_id, raw, version)
-
     def hold_state(self, model_id: int, state: dict[str, Any], stored_at: float | None) -> None:
         """The decider's newest state for a model; ``stored_at``: it was written to the row
         then (None: only held, the row keeps the last stored one)."""
@@ -266,7 +263,7 @@ class SnapshotReader:
     def _learned_from(self, s: Session, now: float, specs: dict[int, ModelSpec]) -> Learned:
         """The phases learned from boot reports, read again only when a node has reported
         since (one scalar query a tick otherwise)."""
-        newest = s.scalar(_NEWEST_REPORT)
+        newest = s.scalar(NEWEST_REPORT)
         if newest is not None and newest != self._learned[0]:
             self._learned = (newest, learn(_boots(s, now, specs)))
         return self._learned[1]
@@ -383,7 +380,8 @@ _OBSERVED_MARK = select(
     select(func.count(Replica.id)).where(Replica.ready_at >= _SINCE).scalar_subquery(),
     select(func.max(Node.failed_at)).scalar_subquery(),
 )
-_NEWEST_REPORT = select(func.max(NodePhaseReport.id))
+# The newest boot report: a new one changes what boots have taught (and who reported ready).
+NEWEST_REPORT = select(func.max(NodePhaseReport.id))
 _IMAGES_MARK = select(func.count(MachineImage.id), func.coalesce(func.sum(MachineImage.version), 0))
 _READY_IMAGES = (
     select(
