@@ -455,12 +455,14 @@ class Served:
             self.aws_latency.clear()
         self.gcp.reset_faults()
         self.gcp.set_quota(GCP_PROJECT, GCP_REGION, "NVIDIA_H100_GPUS", 1e6)
+        from tests.fakes.oci_server import DEFAULT_GPU_LIMIT
+
         self.oci_fake.clear_faults()
         with self.lock:
             self.oci_latency.clear()
         for n in range(1, self.oci_fake.ads_per_region + 1):
             self.oci_fake.set_limit(
-                self.oci_ident.tenancy, OCI_REGION, f"AD-{n}", OCI_GPU_LIMIT, 4096
+                self.oci_ident.tenancy, OCI_REGION, f"AD-{n}", OCI_GPU_LIMIT, DEFAULT_GPU_LIMIT
             )
 
     def stats(self) -> dict[str, int]:
